@@ -1,0 +1,334 @@
+/*
+ * efd_module.c -- the efd._efd module: multi-phase init, module state, the
+ * os.eventfd backport (eventfd, eventfd_read, eventfd_write) and the probe
+ * report behind `python -m efd`.
+ */
+#include "efd_module.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef EFD_HAVE_EVENTFD
+#  include <sys/eventfd.h>
+#else
+   /* Linux's values, so the constants exist (and mean the same) everywhere. */
+#  define EFD_SEMAPHORE 1
+#  define EFD_CLOEXEC O_CLOEXEC
+#  define EFD_NONBLOCK O_NONBLOCK
+#endif
+
+/* ---- the os.eventfd backport ------------------------------------------- */
+
+/* The converters behave as the ones CPython's os module uses (Argument
+ * Clinic's unsigned int / unsigned long long / int / fildes). */
+
+static int
+conv_unsigned(PyObject *obj, unsigned long long max, const char *overflow,
+              unsigned long long *out)
+{
+    unsigned long long v;
+    if (!PyLong_Check(obj)) {
+        PyErr_SetString(PyExc_TypeError, "an integer is required");
+        return -1;
+    }
+    if (_PyLong_Sign(obj) < 0) {
+        PyErr_SetString(PyExc_ValueError, "value must be positive");
+        return -1;
+    }
+    v = PyLong_AsUnsignedLongLong(obj);
+    if (v == (unsigned long long)-1 && PyErr_Occurred())
+        return -1;
+    if (v > max) {
+        PyErr_SetString(PyExc_OverflowError, overflow);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int
+conv_int(PyObject *obj, int *out)
+{
+    long v;
+    if (PyFloat_Check(obj)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "'float' object cannot be interpreted as an integer");
+        return -1;
+    }
+    v = PyLong_AsLong(obj);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (v > INT_MAX || v < INT_MIN) {
+        PyErr_SetString(PyExc_OverflowError,
+                        "Python int too large to convert to C int");
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int
+conv_fd(PyObject *obj, int *out)
+{
+    int fd = PyObject_AsFileDescriptor(obj);
+    if (fd < 0)
+        return -1;
+    *out = fd;
+    return 0;
+}
+
+static PyObject *
+efd_fn_eventfd(PyObject *module, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"initval", "flags", NULL};
+    PyObject *initval_obj, *flags_obj = NULL;
+    unsigned long long initval;
+    int flags = EFD_CLOEXEC, fd;
+    (void)module;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:eventfd", kwlist,
+                                     &initval_obj, &flags_obj))
+        return NULL;
+    if (conv_unsigned(initval_obj, UINT_MAX,
+                      "Python int too large for C unsigned int", &initval) < 0)
+        return NULL;
+    if (flags_obj != NULL && conv_int(flags_obj, &flags) < 0)
+        return NULL;
+#ifdef EFD_HAVE_EVENTFD
+    Py_BEGIN_ALLOW_THREADS
+    fd = eventfd((unsigned int)initval, flags);
+    Py_END_ALLOW_THREADS
+    if (fd < 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    return PyLong_FromLong(fd);
+#else
+    (void)fd;
+    return efd_err_errno(ENOSYS);
+#endif
+}
+
+/* One read(2)/write(2) of 8 bytes on a raw eventfd, as os does it, but with
+ * the PEP 475 retry that os.eventfd_read/eventfd_write lack. */
+static int
+raw_io(int fd, int for_write, uint64_t *value)
+{
+    ssize_t n;
+    int saved;
+    for (;;) {
+        Py_BEGIN_ALLOW_THREADS
+        n = for_write ? write(fd, value, sizeof(*value))
+                      : read(fd, value, sizeof(*value));
+        saved = errno;
+        Py_END_ALLOW_THREADS
+        if (n >= 0)
+            return 0;
+        if (saved != EINTR) {
+            efd_err_errno(saved);
+            return -1;
+        }
+        if (PyErr_CheckSignals() < 0)
+            return -1;
+    }
+}
+
+static PyObject *
+efd_fn_eventfd_read(PyObject *module, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"fd", NULL};
+    PyObject *fd_obj;
+    uint64_t value = 0;
+    int fd;
+    (void)module;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:eventfd_read", kwlist,
+                                     &fd_obj))
+        return NULL;
+    if (conv_fd(fd_obj, &fd) < 0 || raw_io(fd, 0, &value) < 0)
+        return NULL;
+    return PyLong_FromUnsignedLongLong(value);
+}
+
+static PyObject *
+efd_fn_eventfd_write(PyObject *module, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"fd", "value", NULL};
+    PyObject *fd_obj, *value_obj;
+    unsigned long long v;
+    uint64_t value;
+    int fd;
+    (void)module;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO:eventfd_write", kwlist,
+                                     &fd_obj, &value_obj))
+        return NULL;
+    if (conv_fd(fd_obj, &fd) < 0)
+        return NULL;
+    if (conv_unsigned(value_obj, ULLONG_MAX, "int too big to convert", &v) < 0)
+        return NULL;
+    value = v;
+    if (raw_io(fd, 1, &value) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* ---- the probe report -------------------------------------------------- */
+
+static PyObject *
+errno_name(int err)
+{
+    if (err == 0)
+        return PyUnicode_FromString("ok");
+    return PyUnicode_FromFormat("%s (errno %d)", strerror(err), err);
+}
+
+static int
+dict_set(PyObject *d, const char *key, PyObject *value)
+{
+    int r;
+    if (value == NULL)
+        return -1;
+    r = PyDict_SetItemString(d, key, value);
+    Py_DECREF(value);
+    return r;
+}
+
+/* _probe() -> dict: what the probe chain found in this process. */
+static PyObject *
+efd_fn_probe(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    efd_state *st = (efd_state *)PyModule_GetState(module);
+    PyObject *d;
+    if (efd_probe(st) < 0)
+        return NULL;
+    d = PyDict_New();
+    if (d == NULL)
+        return NULL;
+#ifdef EFD_HAVE_EVENTFD
+    if (dict_set(d, "compiled_with_eventfd", PyBool_FromLong(1)) < 0)
+#else
+    if (dict_set(d, "compiled_with_eventfd", PyBool_FromLong(0)) < 0)
+#endif
+        goto fail;
+    if (dict_set(d, "eventfd2", errno_name(st->err_plain)) < 0
+            || dict_set(d, "eventfd2_errno", PyLong_FromLong(st->err_plain)) < 0
+            || dict_set(d, "eventfd2_semaphore", errno_name(st->err_sem)) < 0
+            || dict_set(d, "eventfd2_semaphore_errno",
+                        PyLong_FromLong(st->err_sem)) < 0)
+        goto fail;
+    return d;
+fail:
+    Py_DECREF(d);
+    return NULL;
+}
+
+static PyMethodDef efd_functions[] = {
+    {"eventfd", (PyCFunction)(void (*)(void))efd_fn_eventfd,
+     METH_VARARGS | METH_KEYWORDS,
+     "eventfd($module, /, initval, flags=EFD_CLOEXEC)\n--\n\n"
+     "Create an eventfd and return its file descriptor (os.eventfd)."},
+    {"eventfd_read", (PyCFunction)(void (*)(void))efd_fn_eventfd_read,
+     METH_VARARGS | METH_KEYWORDS,
+     "eventfd_read($module, /, fd)\n--\n\n"
+     "Read a value from an eventfd file descriptor (os.eventfd_read)."},
+    {"eventfd_write", (PyCFunction)(void (*)(void))efd_fn_eventfd_write,
+     METH_VARARGS | METH_KEYWORDS,
+     "eventfd_write($module, /, fd, value)\n--\n\n"
+     "Write a value to an eventfd file descriptor (os.eventfd_write)."},
+    {"_probe", (PyCFunction)efd_fn_probe, METH_NOARGS,
+     "_probe($module, /)\n--\n\nRun (once) and report the backend probe."},
+    {NULL, NULL, 0, NULL},
+};
+
+/* ---- module ------------------------------------------------------------ */
+
+static int
+efd_exec(PyObject *module)
+{
+    efd_state *st = (efd_state *)PyModule_GetState(module);
+    PyObject *type;
+
+    st->probed = 0;
+#if PY_VERSION_HEX >= 0x03090000
+    type = PyType_FromModuleAndSpec(module, &efd_eventfd_spec, NULL);
+#else
+    type = PyType_FromSpec(&efd_eventfd_spec);
+    if (type != NULL)   /* 3.8's FromSpec ignores the __weaklistoffset__ member */
+        ((PyTypeObject *)type)->tp_weaklistoffset =
+            offsetof(eventfd_object, weakreflist);
+#endif
+    if (type == NULL)
+        return -1;
+    st->EventFD_type = (PyTypeObject *)type;
+    Py_INCREF(type);
+    if (PyModule_AddObject(module, "EventFD", type) < 0) {
+        Py_DECREF(type);
+        return -1;
+    }
+    if (PyModule_AddIntConstant(module, "EFD_CLOEXEC", EFD_CLOEXEC) < 0
+            || PyModule_AddIntConstant(module, "EFD_NONBLOCK", EFD_NONBLOCK) < 0
+            || PyModule_AddIntConstant(module, "EFD_SEMAPHORE", EFD_SEMAPHORE) < 0)
+        return -1;
+#ifdef EFD_HAVE_EVENTFD
+    if (PyModule_AddIntConstant(module, "HAVE_EVENTFD", 1) < 0)
+#else
+    if (PyModule_AddIntConstant(module, "HAVE_EVENTFD", 0) < 0)
+#endif
+        return -1;
+    if (PyModule_AddObject(module, "MAX", PyLong_FromUnsignedLongLong(EFD_MAX)) < 0)
+        return -1;
+    return 0;
+}
+
+static int
+efd_traverse(PyObject *module, visitproc visit, void *arg)
+{
+    efd_state *st = (efd_state *)PyModule_GetState(module);
+    if (st != NULL)
+        Py_VISIT(st->EventFD_type);
+    return 0;
+}
+
+static int
+efd_clear(PyObject *module)
+{
+    efd_state *st = (efd_state *)PyModule_GetState(module);
+    if (st != NULL)
+        Py_CLEAR(st->EventFD_type);
+    return 0;
+}
+
+static void
+efd_free(void *module)
+{
+    efd_clear((PyObject *)module);
+}
+
+static PyModuleDef_Slot efd_slots[] = {
+    {Py_mod_exec, (void *)efd_exec},
+#if PY_VERSION_HEX >= 0x030C0000
+    {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
+#endif
+    {0, NULL},
+};
+
+PyModuleDef efd_module = {
+    PyModuleDef_HEAD_INIT,
+    "efd._efd",
+    "The C core of efd: the EventFD type and the os.eventfd backport.",
+    sizeof(efd_state),
+    efd_functions,
+    efd_slots,
+    efd_traverse,
+    efd_clear,
+    efd_free,
+};
+
+PyMODINIT_FUNC
+PyInit__efd(void)
+{
+    return PyModuleDef_Init(&efd_module);
+}

@@ -1,0 +1,925 @@
+/*
+ * efd_object.c -- the EventFD type: argument checking, backend selection,
+ * and the methods, each a thin shell around one backend call or efd_wait().
+ */
+#include "efd_module.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <structmember.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef EFD_HAVE_EVENTFD
+#  include <sys/eventfd.h>
+#endif
+
+/* ---- errors ------------------------------------------------------------ */
+
+PyObject *
+efd_err_closed(void)
+{
+    PyErr_SetString(PyExc_ValueError, "I/O operation on closed EventFD");
+    return NULL;
+}
+
+PyObject *
+efd_err_errno(int err)
+{
+    errno = err;
+    return PyErr_SetFromErrno(PyExc_OSError);
+}
+
+#define CHECK_OPEN(self)                                   \
+    do {                                                   \
+        if ((self)->closed)                                \
+            return efd_err_closed();                       \
+    } while (0)
+
+/* ---- argument parsing (METH_FASTCALL | METH_KEYWORDS) ------------------ */
+
+/* Fill out[0..n) from positional args and keywords by the names in `names`
+ * (NULL-terminated; `npos` of them may be given by position).  Unset slots
+ * stay NULL.  Messages follow CPython's. */
+static int
+parse_args(const char *fname, const char *const *names, int npos,
+           PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+           PyObject **out)
+{
+    Py_ssize_t i, nkw;
+    int n = 0, j;
+
+    while (names[n] != NULL)
+        n++;
+    for (j = 0; j < n; j++)
+        out[j] = NULL;
+    if (nargs > npos) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s() takes at most %d positional argument%s (%zd given)",
+                     fname, npos, npos == 1 ? "" : "s", nargs);
+        return -1;
+    }
+    for (i = 0; i < nargs; i++)
+        out[i] = args[i];
+    nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (i = 0; i < nkw; i++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, i);
+        for (j = 0; j < n; j++) {
+            if (PyUnicode_CompareWithASCIIString(key, names[j]) == 0)
+                break;
+        }
+        if (j == n) {
+            PyErr_Format(PyExc_TypeError,
+                         "%s() got an unexpected keyword argument '%U'",
+                         fname, key);
+            return -1;
+        }
+        if (out[j] != NULL) {
+            PyErr_Format(PyExc_TypeError,
+                         "argument for %s() given by name ('%s') and "
+                         "position (%d)", fname, names[j], j + 1);
+            return -1;
+        }
+        out[j] = args[nargs + i];
+    }
+    return 0;
+}
+
+/* An integer argument as uint64_t.  Floats and other non-integers are a
+ * TypeError; negative values a ValueError; values >= 2**64 OverflowError.
+ * Objects with __index__ are accepted, as everywhere in Python. */
+static int
+to_u64(PyObject *obj, const char *what, uint64_t *out)
+{
+    PyObject *idx;
+    unsigned long long v;
+
+    if (PyFloat_Check(obj) || !PyIndex_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an integer, not %.100s",
+                     what, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    idx = PyNumber_Index(obj);
+    if (idx == NULL)
+        return -1;
+    if (_PyLong_Sign(idx) < 0) {
+        PyErr_Format(PyExc_ValueError, "%s must be non-negative, not %R",
+                     what, idx);
+        Py_DECREF(idx);
+        return -1;
+    }
+    v = PyLong_AsUnsignedLongLong(idx);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_OverflowError,
+                     "%s is too large: %R does not fit in 64 bits", what, idx);
+        Py_DECREF(idx);
+        return -1;
+    }
+    Py_DECREF(idx);
+    *out = (uint64_t)v;
+    return 0;
+}
+
+/* timeout: None (or absent) -> EFD_FOREVER; a non-negative real number of
+ * seconds.  inf means no deadline. */
+static int
+to_timeout(PyObject *obj, double *out)
+{
+    double t;
+    if (obj == NULL || obj == Py_None) {
+        *out = EFD_FOREVER;
+        return 0;
+    }
+    if (PyFloat_CheckExact(obj))
+        t = PyFloat_AS_DOUBLE(obj);
+    else if (PyLong_Check(obj) || PyFloat_Check(obj)
+             || (!PyUnicode_Check(obj) && !PyBytes_Check(obj)
+                 && Py_TYPE(obj)->tp_as_number != NULL
+                 && (Py_TYPE(obj)->tp_as_number->nb_float != NULL
+                     || Py_TYPE(obj)->tp_as_number->nb_index != NULL))) {
+        t = PyFloat_AsDouble(obj);
+        if (t == -1.0 && PyErr_Occurred()) {
+            if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                PyErr_Clear();
+                /* An int too large for a double: it is positive or not. */
+                if (PyLong_Check(obj) && _PyLong_Sign(obj) > 0) {
+                    *out = EFD_FOREVER;
+                    return 0;
+                }
+                PyErr_SetString(PyExc_ValueError,
+                                "timeout must be a non-negative number");
+            }
+            return -1;
+        }
+    }
+    else {
+        PyErr_Format(PyExc_TypeError,
+                     "timeout must be a number or None, not %.100s",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    if (isnan(t)) {
+        PyErr_SetString(PyExc_ValueError, "timeout must not be NaN");
+        return -1;
+    }
+    if (t < 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "timeout must be a non-negative number, not %R", obj);
+        return -1;
+    }
+    *out = isinf(t) ? EFD_FOREVER : t;
+    return 0;
+}
+
+/* ---- state and probe --------------------------------------------------- */
+
+extern PyModuleDef efd_module;
+
+efd_state *
+efd_state_from_type(PyTypeObject *type)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    PyObject *m = PyType_GetModuleByDef(type, &efd_module);
+    return m == NULL ? NULL : (efd_state *)PyModule_GetState(m);
+#elif PY_VERSION_HEX >= 0x03090000
+    PyObject *mro = type->tp_mro;
+    Py_ssize_t i;
+    for (i = 0; mro != NULL && i < PyTuple_GET_SIZE(mro); i++) {
+        PyTypeObject *base = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+        PyObject *m;
+        if (!(base->tp_flags & Py_TPFLAGS_HEAPTYPE))
+            continue;
+        m = PyType_GetModule(base);
+        if (m == NULL) {
+            PyErr_Clear();
+            continue;
+        }
+        if (PyModule_GetDef(m) == &efd_module)
+            return (efd_state *)PyModule_GetState(m);
+    }
+    PyErr_SetString(PyExc_TypeError, "not an efd type");
+    return NULL;
+#else
+    /* 3.8 has no type -> module link: find the module by name. */
+    PyObject *name = PyUnicode_FromString("efd._efd");
+    PyObject *m;
+    (void)type;
+    if (name == NULL)
+        return NULL;
+    m = PyImport_GetModule(name);
+    Py_DECREF(name);
+    if (m == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ImportError, "efd._efd is not imported");
+        return NULL;
+    }
+    Py_DECREF(m);   /* sys.modules keeps it alive */
+    return (efd_state *)PyModule_GetState(m);
+#endif
+}
+
+/* Errors that mean "this kind of eventfd is not available here" (cached);
+ * anything else (EMFILE, ENOMEM, ...) is a passing condition (not cached). */
+static int
+is_unsupported(int err)
+{
+    return err == ENOSYS || err == EPERM || err == EINVAL || err == ENODEV
+        || err == EACCES || err == ENOTSUP;
+}
+
+static int
+probe_one(int flags)
+{
+#ifdef EFD_HAVE_EVENTFD
+    int fd = eventfd(0, flags | EFD_CLOEXEC | EFD_NONBLOCK);
+    if (fd < 0)
+        return errno;
+    close(fd);
+    return 0;
+#else
+    (void)flags;
+    return ENOSYS;
+#endif
+}
+
+/* Run the probe chain once: plain eventfd2, then with EFD_SEMAPHORE. */
+int
+efd_probe(efd_state *st)
+{
+    int plain, sem;
+    if (st->probed)
+        return 0;
+    plain = probe_one(0);
+    if (plain && !is_unsupported(plain)) {
+        efd_err_errno(plain);
+        return -1;
+    }
+#ifdef EFD_HAVE_EVENTFD
+    sem = plain ? plain : probe_one(EFD_SEMAPHORE);
+#else
+    sem = plain;
+#endif
+    if (sem && !is_unsupported(sem)) {
+        efd_err_errno(sem);
+        return -1;
+    }
+    st->err_plain = plain;
+    st->err_sem = sem;
+    st->probed = 1;
+    return 0;
+}
+
+static const efd_backend *
+backend_by_name(const char *name)
+{
+    if (strcmp(name, "eventfd") == 0)
+        return &efd_backend_eventfd;
+    if (strcmp(name, "eventfd-readback") == 0)
+        return &efd_backend_readback;
+    if (strcmp(name, "pipe") == 0)
+        return &efd_backend_pipe;
+    return NULL;
+}
+
+static PyObject *
+unavailable(const char *name, int err, const char *why)
+{
+    PyObject *msg = PyUnicode_FromFormat(
+        "the '%s' backend is not available here: %s (%s)",
+        name, why, strerror(err));
+    if (msg != NULL) {
+        PyObject *exc = PyObject_CallFunction(PyExc_OSError, "iO", err, msg);
+        if (exc != NULL) {
+            PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+            Py_DECREF(exc);
+        }
+        Py_DECREF(msg);
+    }
+    return NULL;
+}
+
+/* Pick the backend: an explicit name (argument, else $EFD_BACKEND) or the
+ * probe chain.  A named backend that cannot work here is an error. */
+static const efd_backend *
+choose_backend(efd_state *st, PyObject *arg, int semaphore)
+{
+    const char *name = NULL;
+    const efd_backend *b;
+    const char *origin = "backend";
+
+    if (arg != NULL && arg != Py_None) {
+        if (!PyUnicode_Check(arg)) {
+            PyErr_Format(PyExc_TypeError,
+                         "backend must be a str or None, not %.100s",
+                         Py_TYPE(arg)->tp_name);
+            return NULL;
+        }
+        name = PyUnicode_AsUTF8(arg);
+        if (name == NULL)
+            return NULL;
+    }
+    else {
+        name = getenv("EFD_BACKEND");
+        origin = "EFD_BACKEND";
+        if (name != NULL && (name[0] == '\0' || strcmp(name, "auto") == 0))
+            name = NULL;
+    }
+    if (efd_probe(st) < 0)
+        return NULL;
+    if (name == NULL) {
+        if (!semaphore)
+            return st->err_plain == 0 ? &efd_backend_eventfd : &efd_backend_pipe;
+        if (st->err_sem == 0)
+            return &efd_backend_eventfd;
+        if (st->err_sem == EINVAL && st->err_plain == 0)
+            return &efd_backend_readback;
+        return &efd_backend_pipe;
+    }
+    b = backend_by_name(name);
+    if (b == NULL) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s must be 'eventfd', 'eventfd-readback', 'pipe' or "
+                     "None, not '%s'", origin, name);
+        return NULL;
+    }
+    if (b == &efd_backend_eventfd) {
+        if (st->err_plain)
+            return (const efd_backend *)unavailable(
+                name, st->err_plain, "eventfd2() fails");
+        if (semaphore && st->err_sem)
+            return (const efd_backend *)unavailable(
+                name, st->err_sem, "the kernel refuses EFD_SEMAPHORE");
+    }
+    else if (b == &efd_backend_readback && st->err_plain) {
+        return (const efd_backend *)unavailable(
+            name, st->err_plain, "eventfd2() fails");
+    }
+    return b;
+}
+
+/* ---- construction ------------------------------------------------------ */
+
+static eventfd_object *
+alloc_object(PyTypeObject *type)
+{
+    eventfd_object *self = (eventfd_object *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->impl.ops = NULL;
+    self->impl.fd = self->impl.wfd = self->impl.shmfd = -1;
+    self->impl.shm = NULL;
+    self->impl.pending = 0;
+    self->closed = 1;            /* until a backend has opened it */
+    self->wake_rfd = self->wake_wfd = -1;
+    self->weakreflist = NULL;
+    return self;
+}
+
+static PyObject *
+eventfd_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"initval", "semaphore", "nonblocking",
+                             "cloexec", "backend", NULL};
+    PyObject *initval_obj = NULL, *backend_obj = NULL;
+    int semaphore = 0, nonblocking = 0, cloexec = 1, err;
+    uint64_t initval = 0;
+    const efd_backend *b;
+    efd_state *st;
+    eventfd_object *self;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$pppO:EventFD", kwlist,
+                                     &initval_obj, &semaphore, &nonblocking,
+                                     &cloexec, &backend_obj))
+        return NULL;
+    if (initval_obj != NULL) {
+        if (to_u64(initval_obj, "initval", &initval) < 0)
+            return NULL;
+        if (initval > EFD_MAX) {
+            PyErr_SetString(PyExc_ValueError,
+                            "initval must be at most 2**64 - 2 "
+                            "(18446744073709551614)");
+            return NULL;
+        }
+    }
+    st = efd_state_from_type(type);
+    if (st == NULL)
+        return NULL;
+    b = choose_backend(st, backend_obj, semaphore);
+    if (b == NULL)
+        return NULL;
+    self = alloc_object(type);
+    if (self == NULL)
+        return NULL;
+    err = b->open(&self->impl, initval, semaphore, cloexec);
+    if (err) {
+        Py_DECREF(self);
+        return efd_err_errno(err);
+    }
+    self->impl.ops = b;
+    self->impl.semaphore = semaphore;
+    self->nonblocking = nonblocking;
+    self->closed = 0;
+    return (PyObject *)self;
+}
+
+/* Adopt descriptors with a known backend: the common end of from_fd() and
+ * of unpickling in a multiprocessing child.  On success the object owns the
+ * descriptors; on failure the caller still does. */
+static PyObject *
+adopt(PyTypeObject *type, const efd_backend *b, const int *fds, int nfds,
+      int semaphore, int nonblocking)
+{
+    eventfd_object *self = alloc_object(type);
+    int err;
+    if (self == NULL)
+        return NULL;
+    err = b->adopt(&self->impl, fds, nfds, semaphore);
+    if (err) {
+        self->impl.fd = self->impl.wfd = self->impl.shmfd = -1;
+        Py_DECREF(self);
+        return efd_err_errno(err);
+    }
+    self->impl.ops = b;
+    self->nonblocking = nonblocking;
+    self->closed = 0;
+    return (PyObject *)self;
+}
+
+static int
+fd_arg(PyObject *obj, const char *what, int *out)
+{
+    long v;
+    if (!PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an int, not %.100s",
+                     what, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    v = PyLong_AsLong(obj);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (v < 0 || v > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s must be a non-negative file descriptor, not %ld",
+                     what, v);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static PyObject *
+eventfd_from_fd(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"fd", "semaphore", "nonblocking", NULL};
+    PyObject *fd_obj, *sem_obj = Py_None;
+    int fd, semaphore, nonblocking = 0, is_ev, kernel_sem = -1, err;
+    efd_state *st;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$Op:from_fd", kwlist,
+                                     &fd_obj, &sem_obj, &nonblocking))
+        return NULL;
+    if (fd_arg(fd_obj, "fd", &fd) < 0)
+        return NULL;
+    st = efd_state_from_type(type);
+    if (st == NULL || efd_probe(st) < 0)
+        return NULL;
+    is_ev = efd_fd_is_eventfd(fd);
+    if (is_ev < 0)
+        return efd_err_errno(-is_ev);
+    if (!is_ev) {
+        PyErr_Format(PyExc_ValueError,
+                     "fd %d is not an eventfd (from_fd adopts kernel "
+                     "eventfds only)", fd);
+        return NULL;
+    }
+    err = efd_kernel_fdinfo(fd, NULL, &kernel_sem);
+    if (err && err != ENOTSUP && err != ENOENT)
+        return efd_err_errno(err);
+    if (sem_obj == Py_None) {
+        if (kernel_sem < 0) {
+            PyErr_Format(PyExc_ValueError,
+                         "this kernel does not show whether fd %d is in "
+                         "semaphore mode: pass semaphore=True or False", fd);
+            return NULL;
+        }
+        semaphore = kernel_sem;
+    }
+    else {
+        semaphore = PyObject_IsTrue(sem_obj);
+        if (semaphore < 0)
+            return NULL;
+    }
+    if (kernel_sem == 1 && !semaphore) {
+        PyErr_Format(PyExc_ValueError,
+                     "fd %d is a semaphore-mode eventfd: it cannot be "
+                     "adopted with semaphore=False", fd);
+        return NULL;
+    }
+    /* A normal-mode eventfd adopted as a semaphore: emulate, as on a kernel
+     * without EFD_SEMAPHORE.  With no fdinfo to tell, trust the caller. */
+    return adopt(type,
+                 (semaphore && kernel_sem == 0) ? &efd_backend_readback
+                                                : &efd_backend_eventfd,
+                 &fd, 1, semaphore, nonblocking);
+}
+
+/* _from_fds(fds, backend, semaphore, nonblocking): used when unpickling in a
+ * child process; the descriptors were duplicated for the child. */
+static PyObject *
+eventfd_from_fds(PyTypeObject *type, PyObject *args)
+{
+    PyObject *fds_obj;
+    const char *name;
+    int semaphore, nonblocking, fds[3], n, i;
+    const efd_backend *b;
+
+    if (!PyArg_ParseTuple(args, "Ospp:_from_fds", &fds_obj, &name,
+                          &semaphore, &nonblocking))
+        return NULL;
+    b = backend_by_name(name);
+    if (b == NULL || b->adopt == NULL) {
+        PyErr_Format(PyExc_ValueError, "unknown backend '%s'", name);
+        return NULL;
+    }
+    if (!PyTuple_Check(fds_obj) || PyTuple_GET_SIZE(fds_obj) < 1
+            || PyTuple_GET_SIZE(fds_obj) > 3) {
+        PyErr_SetString(PyExc_TypeError, "fds must be a tuple of 1 to 3 ints");
+        return NULL;
+    }
+    n = (int)PyTuple_GET_SIZE(fds_obj);
+    for (i = 0; i < n; i++) {
+        if (fd_arg(PyTuple_GET_ITEM(fds_obj, i), "fd", &fds[i]) < 0)
+            return NULL;
+    }
+    return adopt(type, b, fds, n, semaphore, nonblocking);
+}
+
+/* ---- methods ----------------------------------------------------------- */
+
+static PyObject *
+eventfd_fileno(eventfd_object *self, PyObject *Py_UNUSED(ignored))
+{
+    CHECK_OPEN(self);
+    return PyLong_FromLong(self->impl.fd);
+}
+
+static PyObject *
+eventfd_fds(eventfd_object *self, PyObject *Py_UNUSED(ignored))
+{
+    int fds[3], n, i;
+    PyObject *t;
+    CHECK_OPEN(self);
+    n = self->impl.ops->fds(&self->impl, fds, 3);
+    t = PyTuple_New(n);
+    if (t == NULL)
+        return NULL;
+    for (i = 0; i < n; i++) {
+        PyObject *v = PyLong_FromLong(fds[i]);
+        if (v == NULL) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, v);
+    }
+    return t;
+}
+
+static PyObject *
+eventfd_read_method(eventfd_object *self, PyObject *Py_UNUSED(ignored))
+{
+    uint64_t value = 0;
+    int r;
+    CHECK_OPEN(self);
+    r = efd_wait(self, 0, &value, !self->nonblocking, EFD_FOREVER);
+    if (r < 0)
+        return NULL;
+    if (r == 0)
+        return efd_err_errno(EAGAIN);
+    return PyLong_FromUnsignedLongLong(value);
+}
+
+static PyObject *
+eventfd_write_method(eventfd_object *self, PyObject *const *args, Py_ssize_t nargs,
+              PyObject *kwnames)
+{
+    static const char *const names[] = {"value", NULL};
+    PyObject *a[1];
+    uint64_t value = 1;
+    int r;
+
+    if ((nargs > 0 || kwnames != NULL)
+            && parse_args("write", names, 1, args, nargs, kwnames, a) < 0)
+        return NULL;
+    if (nargs > 0 || kwnames != NULL) {
+        if (a[0] != NULL && to_u64(a[0], "value", &value) < 0)
+            return NULL;
+    }
+    CHECK_OPEN(self);
+    if (value > EFD_MAX)
+        return efd_err_errno(EINVAL);       /* the syscall's answer */
+    r = efd_wait(self, 1, &value, !self->nonblocking, EFD_FOREVER);
+    if (r < 0)
+        return NULL;
+    if (r == 0)
+        return efd_err_errno(EAGAIN);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+eventfd_acquire(eventfd_object *self, PyObject *const *args, Py_ssize_t nargs,
+                PyObject *kwnames)
+{
+    static const char *const names[] = {"blocking", "timeout", NULL};
+    PyObject *a[2];
+    int blocking = 1, r;
+    double timeout = EFD_FOREVER;
+    uint64_t value;
+
+    if (nargs > 0 || kwnames != NULL) {
+        if (parse_args("acquire", names, 2, args, nargs, kwnames, a) < 0)
+            return NULL;
+        if (a[0] != NULL && (blocking = PyObject_IsTrue(a[0])) < 0)
+            return NULL;
+        if (a[1] != NULL && a[1] != Py_None) {
+            if (!blocking) {
+                PyErr_SetString(PyExc_ValueError,
+                                "can't specify timeout for non-blocking acquire");
+                return NULL;
+            }
+            if (to_timeout(a[1], &timeout) < 0)
+                return NULL;
+        }
+    }
+    CHECK_OPEN(self);
+    r = efd_wait(self, 0, &value, blocking, timeout);
+    if (r < 0)
+        return NULL;
+    return PyBool_FromLong(r);
+}
+
+static PyObject *
+eventfd_release(eventfd_object *self, PyObject *const *args, Py_ssize_t nargs,
+                PyObject *kwnames)
+{
+    static const char *const names[] = {"n", NULL};
+    PyObject *a[1];
+    uint64_t n = 1;
+    int err;
+
+    if (nargs > 0 || kwnames != NULL) {
+        if (parse_args("release", names, 1, args, nargs, kwnames, a) < 0)
+            return NULL;
+        if (a[0] != NULL) {
+            if (to_u64(a[0], "n", &n) < 0) {
+                if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                    PyErr_Clear();
+                    PyErr_SetString(PyExc_ValueError,
+                                    "n is larger than an EventFD can hold "
+                                    "(2**64 - 2)");
+                }
+                else if (PyErr_ExceptionMatches(PyExc_ValueError)) {
+                    PyErr_Clear();
+                    PyErr_SetString(PyExc_ValueError, "n must be one or more");
+                }
+                return NULL;
+            }
+            if (n < 1) {
+                PyErr_SetString(PyExc_ValueError, "n must be one or more");
+                return NULL;
+            }
+        }
+    }
+    CHECK_OPEN(self);
+    err = n > EFD_MAX ? EAGAIN : self->impl.ops->try_write(&self->impl, n);
+    if (err == 0)
+        Py_RETURN_NONE;
+    if (err == EAGAIN) {
+        PyErr_Format(PyExc_ValueError,
+                     "release(%llu) would pass the maximum count 2**64 - 2",
+                     (unsigned long long)n);
+        return NULL;
+    }
+    return efd_err_errno(err);
+}
+
+static PyObject *
+eventfd_close(eventfd_object *self, PyObject *Py_UNUSED(ignored))
+{
+    if (!self->closed)
+        efd_object_close(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+eventfd_enter(eventfd_object *self, PyObject *Py_UNUSED(ignored))
+{
+    CHECK_OPEN(self);
+    Py_INCREF(self);
+    return (PyObject *)self;
+}
+
+static PyObject *
+eventfd_exit(eventfd_object *self, PyObject *const *Py_UNUSED(args),
+             Py_ssize_t Py_UNUSED(nargs))
+{
+    if (!self->closed)
+        efd_object_close(self);
+    Py_RETURN_NONE;
+}
+
+/* The count without consuming it, or None where the backend cannot tell. */
+static PyObject *
+eventfd_peek(eventfd_object *self, PyObject *Py_UNUSED(ignored))
+{
+    uint64_t v;
+    CHECK_OPEN(self);
+    if (self->impl.ops->peek(&self->impl, &v) != 0)
+        Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong(v);
+}
+
+static PyObject *
+eventfd_repr(eventfd_object *self)
+{
+    PyObject *qual, *mod, *r;
+    qual = PyObject_GetAttrString((PyObject *)Py_TYPE(self), "__qualname__");
+    if (qual == NULL)
+        return NULL;
+    mod = PyObject_GetAttrString((PyObject *)Py_TYPE(self), "__module__");
+    if (mod == NULL) {
+        Py_DECREF(qual);
+        return NULL;
+    }
+    if (self->closed && self->users == 0) {
+        r = PyUnicode_FromFormat("<%U.%U [closed]>", mod, qual);
+    }
+    else {
+        uint64_t v;
+        char value[48] = "";
+        if (!self->closed && self->impl.ops->peek(&self->impl, &v) == 0)
+            PyOS_snprintf(value, sizeof(value), " value=%llu",
+                          (unsigned long long)v);
+        r = PyUnicode_FromFormat(
+            "<%U.%U%s fd=%d mode=%s%s backend='%s'%s>", mod, qual,
+            self->closed ? " [closing]" : "", self->impl.fd,
+            self->impl.semaphore ? "semaphore" : "counter",
+            self->nonblocking ? " nonblocking" : "",
+            self->impl.ops->name, value);
+    }
+    Py_DECREF(qual);
+    Py_DECREF(mod);
+    return r;
+}
+
+static void
+eventfd_finalize(PyObject *op)
+{
+    eventfd_object *self = (eventfd_object *)op;
+    PyObject *type, *value, *tb;
+    if (self->closed)
+        return;
+    PyErr_Fetch(&type, &value, &tb);
+    if (PyErr_ResourceWarning(op, 1, "unclosed %R", op) < 0)
+        PyErr_WriteUnraisable(op);
+    efd_object_close(self);
+    PyErr_Restore(type, value, tb);
+}
+
+static void
+eventfd_dealloc(eventfd_object *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    if (PyObject_CallFinalizerFromDealloc((PyObject *)self) < 0)
+        return;
+    if (self->weakreflist != NULL)
+        PyObject_ClearWeakRefs((PyObject *)self);
+    self->users = 0;
+    if (!self->closed || self->impl.fd >= 0 || self->wake_rfd >= 0)
+        efd_object_close(self);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+/* ---- properties -------------------------------------------------------- */
+
+static PyObject *
+get_closed(eventfd_object *self, void *Py_UNUSED(c))
+{
+    return PyBool_FromLong(self->closed);
+}
+
+static PyObject *
+get_semaphore(eventfd_object *self, void *Py_UNUSED(c))
+{
+    return PyBool_FromLong(self->impl.semaphore);
+}
+
+static PyObject *
+get_nonblocking(eventfd_object *self, void *Py_UNUSED(c))
+{
+    return PyBool_FromLong(self->nonblocking);
+}
+
+static PyObject *
+get_backend(eventfd_object *self, void *Py_UNUSED(c))
+{
+    if (self->impl.ops == NULL)
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(self->impl.ops->name);
+}
+
+static PyGetSetDef eventfd_getset[] = {
+    {"closed", (getter)get_closed, NULL,
+     "True once close() has been called.", NULL},
+    {"semaphore", (getter)get_semaphore, NULL,
+     "True if a read takes 1 (EFD_SEMAPHORE semantics), False if it takes "
+     "the whole count.", NULL},
+    {"nonblocking", (getter)get_nonblocking, NULL,
+     "True if read() and write() raise BlockingIOError instead of waiting.",
+     NULL},
+    {"backend", (getter)get_backend, NULL,
+     "The name of the backend in use: 'eventfd', 'eventfd-readback' or "
+     "'pipe'.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef eventfd_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET,
+     offsetof(eventfd_object, weakreflist), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+#define FASTKW (METH_FASTCALL | METH_KEYWORDS)
+
+static PyMethodDef eventfd_methods[] = {
+    {"fileno", (PyCFunction)eventfd_fileno, METH_NOARGS,
+     "fileno()\n--\n\n"
+     "Return the descriptor to wait on for readiness (select, poll, "
+     "asyncio).\n\nIt polls readable while the count is above zero."},
+    {"read", (PyCFunction)eventfd_read_method, METH_NOARGS,
+     "read()\n--\n\n"
+     "Take from the counter, with eventfd read(2) semantics: 1 in "
+     "semaphore mode, the whole count otherwise; return what was taken.\n\n"
+     "Waits while the count is zero, or raises BlockingIOError if the "
+     "object is non-blocking."},
+    {"write", (PyCFunction)(void (*)(void))eventfd_write_method, FASTKW,
+     "write(value=1)\n--\n\n"
+     "Add value to the counter, with eventfd write(2) semantics.\n\n"
+     "Waits while the sum would pass 2**64 - 2 (or raises BlockingIOError "
+     "if non-blocking); writing 2**64 - 1 is OSError(EINVAL)."},
+    {"acquire", (PyCFunction)(void (*)(void))eventfd_acquire, FASTKW,
+     "acquire(blocking=True, timeout=None)\n--\n\n"
+     "Take what one read takes and return True, or return False if "
+     "nothing came within timeout seconds (or at once, with "
+     "blocking=False).  Never raises BlockingIOError."},
+    {"release", (PyCFunction)(void (*)(void))eventfd_release, FASTKW,
+     "release(n=1)\n--\n\n"
+     "Add n (one or more) to the counter.  Never waits: a release that "
+     "would pass 2**64 - 2 raises ValueError and changes nothing."},
+    {"close", (PyCFunction)eventfd_close, METH_NOARGS,
+     "close()\n--\n\n"
+     "Close the descriptor(s).  Threads waiting in this object wake with "
+     "ValueError.  Calling close() again does nothing."},
+    {"__enter__", (PyCFunction)eventfd_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)(void (*)(void))eventfd_exit, METH_FASTCALL,
+     NULL},
+    {"from_fd", (PyCFunction)(void (*)(void))eventfd_from_fd,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "from_fd(fd, *, semaphore=None, nonblocking=False)\n--\n\n"
+     "Adopt an inherited eventfd descriptor; the new object owns it.\n\n"
+     "semaphore=None reads the mode from /proc/self/fdinfo."},
+    {"_from_fds", (PyCFunction)(void (*)(void))eventfd_from_fds,
+     METH_VARARGS | METH_CLASS, NULL},
+    {"_fds", (PyCFunction)eventfd_fds, METH_NOARGS,
+     "_fds()\n--\n\nAll descriptors behind the object (for pickling)."},
+    {"_peek", (PyCFunction)eventfd_peek, METH_NOARGS,
+     "_peek()\n--\n\nThe count without consuming it, or None if unknown."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot eventfd_slots[] = {
+    {Py_tp_new, eventfd_new},
+    {Py_tp_dealloc, eventfd_dealloc},
+    {Py_tp_finalize, eventfd_finalize},
+    {Py_tp_repr, eventfd_repr},
+    {Py_tp_methods, eventfd_methods},
+    {Py_tp_members, eventfd_members},
+    {Py_tp_getset, eventfd_getset},
+    {Py_tp_doc,
+     "EventFD(initval=0, *, semaphore=False, nonblocking=False, "
+     "cloexec=True, backend=None)\n--\n\n"
+     "A 64-bit counter behind a file descriptor (Linux eventfd)."},
+    {0, NULL},
+};
+
+PyType_Spec efd_eventfd_spec = {
+    "efd._efd.EventFD",
+    sizeof(eventfd_object),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    eventfd_slots,
+};

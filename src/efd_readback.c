@@ -1,0 +1,91 @@
+/*
+ * efd_readback.c -- semaphore semantics on a kernel without EFD_SEMAPHORE.
+ *
+ * The 2.6.30 commit that added EFD_SEMAPHORE (bcd0b235bf38) tells older
+ * kernels' users how to get the same effect: read the whole counter c, keep
+ * one, and write c - 1 back.  That is what this backend does, on a plain
+ * (non-semaphore) eventfd.  Normal-mode reads are plain reads.
+ *
+ * The write-back must never lose a unit.  While this reader holds c - 1
+ * units, other writers may fill the counter, so writing them back can fail
+ * with EAGAIN (the sum would pass EFD_MAX).  The units are then kept in
+ * impl->pending and try_read returns EINPROGRESS: the caller has its unit,
+ * and calls finish() without the GIL, which waits for room and writes the
+ * rest back.  finish() cannot be interrupted: the units belong to everyone.
+ */
+#include "efd.h"
+
+#include <errno.h>
+#include <unistd.h>
+#ifdef EFD_HAVE_EVENTFD
+#  include <sys/eventfd.h>
+#endif
+
+#ifdef EFD_HAVE_EVENTFD
+
+static int
+rb_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec)
+{
+    impl->semaphore = semaphore;
+    impl->pending = 0;
+    /* The whole point: never ask the kernel for EFD_SEMAPHORE. */
+    return efd_kernel_open(initval, cloexec ? EFD_CLOEXEC : 0, &impl->fd);
+}
+
+static int
+rb_try_read(efd_impl *impl, uint64_t *value)
+{
+    uint64_t c;
+    int err = efd_kernel_read(impl->fd, &c);
+    if (err)
+        return err;
+    if (!impl->semaphore || c == 1) {
+        *value = c;
+        return 0;
+    }
+    *value = 1;
+    err = efd_kernel_write(impl->fd, c - 1);
+    if (err == 0)
+        return 0;
+    /* No room (EAGAIN), or worse: keep the units and finish later. */
+    impl->pending = c - 1;
+    return EINPROGRESS;
+}
+
+/* Write impl->pending back, however long it takes for room to appear.
+ * This only waits when the counter plus what we hold passes EFD_MAX, that
+ * is, when every unit in the system cannot be stored at once; the units
+ * then stay in our hands until readers make room, exactly as a blocked
+ * writer's would.  POLLOUT cannot say "room for n", so sleep in slices. */
+static void
+rb_finish(efd_impl *impl)
+{
+    while (impl->pending > 0) {
+        if (efd_kernel_write(impl->fd, impl->pending) == 0)
+            break;
+        (void)poll(NULL, 0, 1);
+    }
+    impl->pending = 0;
+}
+
+static int
+rb_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore)
+{
+    int err = efd_ev_adopt(impl, fds, nfds, semaphore);
+    impl->pending = 0;
+    return err;
+}
+
+const efd_backend efd_backend_readback = {
+    "eventfd-readback", rb_open, rb_adopt, rb_try_read, efd_ev_try_write,
+    rb_finish, efd_ev_waitspec, efd_ev_peek, efd_ev_fds, efd_ev_close,
+};
+
+#else
+
+const efd_backend efd_backend_readback = {
+    "eventfd-readback", NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL,
+};
+
+#endif
