@@ -602,6 +602,22 @@ eventfd_read_method(eventfd_object *self, PyObject *Py_UNUSED(ignored))
     return PyLong_FromUnsignedLongLong(value);
 }
 
+/* _try_read() -> int or None: one non-blocking read, whatever `nonblocking`
+ * says.  For the asyncio layer, which does its own waiting. */
+static PyObject *
+eventfd_try_read(eventfd_object *self, PyObject *Py_UNUSED(ignored))
+{
+    uint64_t value = 0;
+    int r;
+    CHECK_OPEN(self);
+    r = efd_wait(self, 0, &value, 0, EFD_FOREVER);
+    if (r < 0)
+        return NULL;
+    if (r == 0)
+        Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong(value);
+}
+
 static PyObject *
 eventfd_write_method(eventfd_object *self, PyObject *const *args, Py_ssize_t nargs,
               PyObject *kwnames)
@@ -894,6 +910,8 @@ static PyMethodDef eventfd_methods[] = {
      "semaphore=None reads the mode from /proc/self/fdinfo."},
     {"_from_fds", (PyCFunction)(void (*)(void))eventfd_from_fds,
      METH_VARARGS | METH_CLASS, NULL},
+    {"_try_read", (PyCFunction)eventfd_try_read, METH_NOARGS,
+     "_try_read()\n--\n\nOne non-blocking read: the value taken, or None."},
     {"_fds", (PyCFunction)eventfd_fds, METH_NOARGS,
      "_fds()\n--\n\nAll descriptors behind the object (for pickling)."},
     {"_peek", (PyCFunction)eventfd_peek, METH_NOARGS,

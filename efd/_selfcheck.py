@@ -1,0 +1,141 @@
+"""The report behind ``python -m efd``: what efd will do on this machine, and a short self-check.
+
+Prints the version, the Python and the kernel, the answers of the backend
+probe and the backend each mode gets (and why), then checks a
+release/acquire round trip across a thread and across a child process for
+every backend that works here.  Exits 0 if every check passed, 1 otherwise.
+"""
+import multiprocessing
+import os
+import platform
+import sys
+import threading
+import time
+
+import efd
+from efd import _efd
+
+BACKENDS = ("eventfd", "eventfd-readback", "pipe")
+
+
+def _why(semaphore, probe):
+    """Explain, in words, the backend the probe chain picks for a mode."""
+    plain, sem = probe["eventfd2_errno"], probe["eventfd2_semaphore_errno"]
+    if not probe["compiled_with_eventfd"]:
+        return "pipe", "efd was built without <sys/eventfd.h>"
+    if not semaphore:
+        if plain == 0:
+            return "eventfd", "eventfd2() works"
+        return "pipe", "eventfd2() fails: %s" % probe["eventfd2"]
+    if sem == 0:
+        return "eventfd", "eventfd2(EFD_SEMAPHORE) works"
+    if plain == 0:
+        return ("eventfd-readback",
+                "the kernel refuses EFD_SEMAPHORE (%s); plain eventfd2() works"
+                % probe["eventfd2_semaphore"])
+    return "pipe", "eventfd2() fails: %s" % probe["eventfd2"]
+
+
+def _child(ev, done):
+    # Runs in a child process: take the parent's unit, answer with two.
+    ok = ev.acquire(timeout=10)
+    done.release(2 if ok else 1)
+    ev.close()
+    done.close()
+
+
+def _check_thread(backend):
+    ev = efd.EventFD(semaphore=True, backend=backend)
+    back = efd.EventFD(semaphore=True, backend=backend)
+    try:
+        def worker():
+            if ev.acquire(timeout=10):
+                back.release()
+
+        t = threading.Thread(target=worker)
+        t.start()
+        ev.release()
+        ok = back.acquire(timeout=10)
+        t.join(10)
+        return ok and not t.is_alive()
+    finally:
+        ev.close()
+        back.close()
+
+
+def _check_process(backend, method):
+    ctx = multiprocessing.get_context(method)
+    ev = efd.EventFD(semaphore=True, backend=backend)
+    done = efd.EventFD(backend=backend)
+    try:
+        p = ctx.Process(target=_child, args=(ev, done))
+        p.start()
+        ev.release()
+        got = 0
+        deadline = time.monotonic() + 30
+        while got == 0 and time.monotonic() < deadline:
+            if done.acquire(timeout=0.2):
+                got = 1
+            elif not p.is_alive():
+                break
+        p.join(30)
+        # The child answered 2 on success; a normal-mode read takes it all.
+        return got == 1 and p.exitcode == 0 and done._peek() in (0, None)
+    finally:
+        ev.close()
+        done.close()
+
+
+def main():
+    """Print the report; return the exit status."""
+    print("efd %s" % efd.__version__)
+    print("Python %s (%s)" % (platform.python_version(), sys.executable))
+    print("Kernel %s %s (%s)" % (platform.system(), platform.release(),
+                                 platform.machine()))
+    probe = _efd._probe()
+    print()
+    print("Probe (run once per process):")
+    print("  built with <sys/eventfd.h>:  %s" % probe["compiled_with_eventfd"])
+    print("  eventfd2(0, CLOEXEC|NONBLOCK):            %s" % probe["eventfd2"])
+    print("  eventfd2(0, CLOEXEC|NONBLOCK|SEMAPHORE):  %s"
+          % probe["eventfd2_semaphore"])
+    forced = os.environ.get("EFD_BACKEND", "")
+    print()
+    print("Automatic choice%s:" % (
+        " (EFD_BACKEND=%s overrides it in this environment)" % forced
+        if forced not in ("", "auto") else ""))
+    for semaphore in (False, True):
+        name, why = _why(semaphore, probe)
+        print("  %-15s -> %-17s %s" % (
+            "semaphore mode" if semaphore else "normal mode", name, why))
+
+    print()
+    print("Self-check (release/acquire round trips):")
+    failures = 0
+    methods = [m for m in ("fork", "spawn")
+               if m in multiprocessing.get_all_start_methods()]
+    for backend in BACKENDS:
+        try:
+            efd.EventFD(semaphore=True, backend=backend).close()
+        except OSError as exc:
+            print("  %-17s not available here: %s" % (backend, exc))
+            continue
+        checks = [("thread", lambda b=backend: _check_thread(b))]
+        for m in methods:
+            checks.append(("process/%s" % m,
+                           lambda b=backend, m=m: _check_process(b, m)))
+        results = []
+        for label, check in checks:
+            try:
+                ok = check()
+            except Exception as exc:  # report, don't crash the report
+                ok = False
+                label += " (%s: %s)" % (type(exc).__name__, exc)
+            failures += not ok
+            results.append("%s %s" % (label, "ok" if ok else "FAILED"))
+        print("  %-17s %s" % (backend, ", ".join(results)))
+    print()
+    print("All checks passed." if not failures else
+          "%d check(s) FAILED." % failures)
+    return 1 if failures else 0
+
