@@ -34,6 +34,9 @@ typedef struct efd_impl {
     efd_shared *shm;    /* pipe backend: the mapping; otherwise NULL */
     int semaphore;      /* reads take 1 (semaphore) or everything */
     uint64_t pending;   /* readback backend: units still to be written back */
+    /* This process's pid, kept current across fork() by the module (a
+     * getpid() syscall per lock would double the pipe backend's cost). */
+    const volatile uint32_t *pid;
 } efd_impl;
 
 /* How to wait for an operation to become possible. */

@@ -225,6 +225,15 @@ fail:
     return NULL;
 }
 
+/* Registered with os.register_at_fork(after_in_child=...). */
+static PyObject *
+efd_fn_after_fork(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    efd_state *st = (efd_state *)PyModule_GetState(module);
+    st->pid = (uint32_t)getpid();
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef efd_functions[] = {
     {"eventfd", (PyCFunction)(void (*)(void))efd_fn_eventfd,
      METH_VARARGS | METH_KEYWORDS,
@@ -240,8 +249,43 @@ static PyMethodDef efd_functions[] = {
      "Write a value to an eventfd file descriptor (os.eventfd_write)."},
     {"_probe", (PyCFunction)efd_fn_probe, METH_NOARGS,
      "_probe($module, /)\n--\n\nRun (once) and report the backend probe."},
+    {"_after_fork_child", (PyCFunction)efd_fn_after_fork, METH_NOARGS,
+     "_after_fork_child($module, /)\n--\n\nRefresh the cached pid."},
     {NULL, NULL, 0, NULL},
 };
+
+/* Keep st->pid current in fork children: os.register_at_fork runs the hook
+ * after every fork Python makes (os.fork, multiprocessing). */
+static int
+register_fork_hook(PyObject *module)
+{
+    PyObject *os, *reg, *hook, *kw, *r = NULL;
+    hook = PyObject_GetAttrString(module, "_after_fork_child");
+    if (hook == NULL)
+        return -1;
+    os = PyImport_ImportModule("os");
+    if (os == NULL) {
+        Py_DECREF(hook);
+        return -1;
+    }
+    reg = PyObject_GetAttrString(os, "register_at_fork");
+    Py_DECREF(os);
+    kw = reg == NULL ? NULL : Py_BuildValue("{sO}", "after_in_child", hook);
+    if (kw != NULL) {
+        PyObject *noargs = PyTuple_New(0);
+        if (noargs != NULL) {
+            r = PyObject_Call(reg, noargs, kw);
+            Py_DECREF(noargs);
+        }
+    }
+    Py_XDECREF(kw);
+    Py_XDECREF(reg);
+    Py_DECREF(hook);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
 
 /* ---- module ------------------------------------------------------------ */
 
@@ -252,6 +296,9 @@ efd_exec(PyObject *module)
     PyObject *type;
 
     st->probed = 0;
+    st->pid = (uint32_t)getpid();
+    if (register_fork_hook(module) < 0)
+        return -1;
 #if PY_VERSION_HEX >= 0x03090000
     type = PyType_FromModuleAndSpec(module, &efd_eventfd_spec, NULL);
 #else

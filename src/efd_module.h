@@ -18,6 +18,7 @@ typedef struct {
     int probed;
     int err_plain;     /* errno of eventfd2(0, CLOEXEC|NONBLOCK); 0: works */
     int err_sem;       /* errno of the same with EFD_SEMAPHORE; 0: works */
+    volatile uint32_t pid;  /* getpid(), refreshed in a fork child */
 } efd_state;
 
 typedef struct {

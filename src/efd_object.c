@@ -414,6 +414,7 @@ eventfd_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self = alloc_object(type);
     if (self == NULL)
         return NULL;
+    self->impl.pid = &st->pid;
     err = b->open(&self->impl, initval, semaphore, cloexec);
     if (err) {
         Py_DECREF(self);
@@ -433,10 +434,15 @@ static PyObject *
 adopt(PyTypeObject *type, const efd_backend *b, const int *fds, int nfds,
       int semaphore, int nonblocking)
 {
-    eventfd_object *self = alloc_object(type);
+    efd_state *st = efd_state_from_type(type);
+    eventfd_object *self;
     int err;
+    if (st == NULL)
+        return NULL;
+    self = alloc_object(type);
     if (self == NULL)
         return NULL;
+    self->impl.pid = &st->pid;
     err = b->adopt(&self->impl, fds, nfds, semaphore);
     if (err) {
         self->impl.fd = self->impl.wfd = self->impl.shmfd = -1;

@@ -15,7 +15,8 @@
  * lock and no syscall: a semaphore acquire that leaves the counter above
  * zero, or a release onto a counter already above zero.
  *
- * The lock word holds the owner's pid.  The locked section is one
+ * The lock word holds the owner's pid (read from a cache the module keeps
+ * current across fork(), so taking the lock costs no syscall).  The locked section is one
  * non-blocking pipe read or write, so the lock is short; a process killed
  * inside it would leave it held, so a waiter that finds the owner gone
  * (kill(pid, 0) == ESRCH) takes the lock over and re-derives the token from
@@ -62,7 +63,7 @@ static void
 shm_lock(efd_impl *impl)
 {
     efd_shared *s = impl->shm;
-    uint32_t me = (uint32_t)getpid();
+    uint32_t me = *impl->pid;
     unsigned int spins = 0;
 
     for (;;) {
