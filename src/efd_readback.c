@@ -61,8 +61,9 @@ static void
 rb_finish(efd_impl *impl)
 {
     while (impl->pending > 0) {
-        if (efd_kernel_write(impl->fd, impl->pending) == 0)
-            break;
+        int err = efd_kernel_write(impl->fd, impl->pending);
+        if (err != EAGAIN)
+            break;      /* written; or the descriptor itself is gone */
         (void)poll(NULL, 0, 1);
     }
     impl->pending = 0;
