@@ -483,3 +483,72 @@ def make_room_until_done(fd, threads, keep=100):
     except BlockingIOError:
         pass
     return held
+
+
+def proc_keep_filling(fd, value, stop, conn):
+    """Add `value` whenever it fits, until `stop`; send how many times."""
+    n = 0
+    while not stop.is_set():
+        try:
+            efd.eventfd_write(fd, value)
+            n += 1
+        except BlockingIOError:
+            continue
+        time.sleep(0.001)  # leave readers some room now and then
+    conn.send(n)
+
+
+@readback_selected
+@pytest.mark.xfail(strict=False, reason=(
+    "C bug (reported): efd_readback.c keeps a failed write-back in "
+    "impl->pending, one slot per object, so two threads of one object whose "
+    "write-backs both fail overwrite each other's units"))
+def test_readback_threads_share_failed_writebacks(workers):
+    """Several threads of ONE object acquire while another process keeps
+    refilling the counter to near 2**64 - 2, so that write-backs fail in
+    several threads at once.  Each thread's held units must be written back:
+    acquired + read by the main thread == initval + everything filled."""
+    skip_unless_usable("eventfd-readback", True)
+    fill, initval, per_reader, n_readers = MAX - 4, 1000, 200, 4
+    ctx = multiprocessing.get_context("fork")
+    end = time.monotonic() + 3.0 * SCALE
+    rounds = 0
+    while time.monotonic() < end or rounds < 2:
+        ev = efd.EventFD(initval, semaphore=True, backend="eventfd-readback")
+        fd = ev.fileno()
+        stop = ctx.Event()
+        rx, tx = ctx.Pipe(duplex=False)
+        round_workers = Workers()
+        try:
+            round_workers.process("fork", proc_keep_filling, fd, fill, stop, tx)
+            tx.close()
+            readers = [round_workers.thread(lambda: sum(ev.acquire(timeout=30)
+                                                        for _ in range(per_reader)))
+                       for _ in range(n_readers)]
+            drained = 0
+            deadline = time.monotonic() + 60
+            while any(t.is_alive() for t in round_workers.threads):
+                assert time.monotonic() < deadline, "a write-back never completed"
+                time.sleep(0.002)
+                try:
+                    drained += efd.eventfd_read(fd)   # makes room
+                except BlockingIOError:
+                    pass
+            stop.set()
+            assert rx.poll(30), "the filler sent no count"
+            fills = rx.recv()
+            round_workers.join(30)
+            try:
+                drained += efd.eventfd_read(fd)
+            except BlockingIOError:
+                pass
+            acquired = sum(r[0] for r in readers)
+            assert acquired == n_readers * per_reader
+            lost = initval + fill * fills - acquired - drained
+            assert lost == 0, "round %d: %d units %s" % (
+                rounds, abs(lost), "lost" if lost > 0 else "duplicated")
+        finally:
+            stop.set()
+            ev.close()
+            round_workers.reap()
+        rounds += 1
