@@ -864,8 +864,8 @@ static PyGetSetDef eventfd_getset[] = {
      "True if read() and write() raise BlockingIOError instead of waiting.",
      NULL},
     {"backend", (getter)get_backend, NULL,
-     "The name of the backend in use: 'eventfd', 'eventfd-readback' or "
-     "'pipe'.", NULL},
+     "The name of the backend in use ('eventfd', 'eventfd-readback' or "
+     "'pipe').", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -879,31 +879,31 @@ static PyMemberDef eventfd_members[] = {
 
 static PyMethodDef eventfd_methods[] = {
     {"fileno", (PyCFunction)eventfd_fileno, METH_NOARGS,
-     "fileno()\n--\n\n"
+     "fileno($self, /)\n--\n\n"
      "Return the descriptor to wait on for readiness (select, poll, "
      "asyncio).\n\nIt polls readable while the count is above zero."},
     {"read", (PyCFunction)eventfd_read_method, METH_NOARGS,
-     "read()\n--\n\n"
+     "read($self, /)\n--\n\n"
      "Take from the counter, with eventfd read(2) semantics: 1 in "
      "semaphore mode, the whole count otherwise; return what was taken.\n\n"
      "Waits while the count is zero, or raises BlockingIOError if the "
      "object is non-blocking."},
     {"write", (PyCFunction)(void (*)(void))eventfd_write_method, FASTKW,
-     "write(value=1)\n--\n\n"
+     "write($self, /, value=1)\n--\n\n"
      "Add value to the counter, with eventfd write(2) semantics.\n\n"
      "Waits while the sum would pass 2**64 - 2 (or raises BlockingIOError "
      "if non-blocking); writing 2**64 - 1 is OSError(EINVAL)."},
     {"acquire", (PyCFunction)(void (*)(void))eventfd_acquire, FASTKW,
-     "acquire(blocking=True, timeout=None)\n--\n\n"
+     "acquire($self, /, blocking=True, timeout=None)\n--\n\n"
      "Take what one read takes and return True, or return False if "
      "nothing came within timeout seconds (or at once, with "
      "blocking=False).  Never raises BlockingIOError."},
     {"release", (PyCFunction)(void (*)(void))eventfd_release, FASTKW,
-     "release(n=1)\n--\n\n"
+     "release($self, /, n=1)\n--\n\n"
      "Add n (one or more) to the counter.  Never waits: a release that "
      "would pass 2**64 - 2 raises ValueError and changes nothing."},
     {"close", (PyCFunction)eventfd_close, METH_NOARGS,
-     "close()\n--\n\n"
+     "close($self, /)\n--\n\n"
      "Close the descriptor(s).  Threads waiting in this object wake with "
      "ValueError.  Calling close() again does nothing."},
     {"__enter__", (PyCFunction)eventfd_enter, METH_NOARGS, NULL},
@@ -911,17 +911,17 @@ static PyMethodDef eventfd_methods[] = {
      NULL},
     {"from_fd", (PyCFunction)(void (*)(void))eventfd_from_fd,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
-     "from_fd(fd, *, semaphore=None, nonblocking=False)\n--\n\n"
+     "from_fd($type, /, fd, *, semaphore=None, nonblocking=False)\n--\n\n"
      "Adopt an inherited eventfd descriptor; the new object owns it.\n\n"
      "semaphore=None reads the mode from /proc/self/fdinfo."},
     {"_from_fds", (PyCFunction)(void (*)(void))eventfd_from_fds,
      METH_VARARGS | METH_CLASS, NULL},
     {"_try_read", (PyCFunction)eventfd_try_read, METH_NOARGS,
-     "_try_read()\n--\n\nOne non-blocking read: the value taken, or None."},
+     "_try_read($self, /)\n--\n\nOne non-blocking read: the value taken, or None."},
     {"_fds", (PyCFunction)eventfd_fds, METH_NOARGS,
-     "_fds()\n--\n\nAll descriptors behind the object (for pickling)."},
+     "_fds($self, /)\n--\n\nAll descriptors behind the object (for pickling)."},
     {"_peek", (PyCFunction)eventfd_peek, METH_NOARGS,
-     "_peek()\n--\n\nThe count without consuming it, or None if unknown."},
+     "_peek($self, /)\n--\n\nThe count without consuming it, or None if unknown."},
     {NULL, NULL, 0, NULL},
 };
 
