@@ -1,0 +1,896 @@
+"""The cases of benchmarks/run.py and every alternative each one measures.
+
+Every ``run(n)`` below does its setup, starts the clock, performs ``n``
+operations in the plainest loop the alternative allows (methods bound to
+locals, as a careful user would write it), stops the clock, and cleans up.
+The same loop shape is used on every side of a comparison, so the loop's own
+cost is in every number alike.
+"""
+import asyncio
+import functools
+import os
+import select
+import subprocess
+import threading
+import multiprocessing
+
+import efd
+
+from bench_harness import Case, Impl, Skip, now
+
+try:
+    import posix_ipc
+except ImportError:                 # benchmarks/requirements.txt has it
+    posix_ipc = None
+
+try:
+    import uvloop
+except ImportError:
+    uvloop = None
+
+SEM = efd.EFD_SEMAPHORE
+NB = efd.EFD_NONBLOCK
+BACKENDS = ("eventfd", "eventfd-readback", "pipe")
+FORK = multiprocessing.get_context("fork")
+JOIN_TIMEOUT = 60
+
+# Why an alternative can beat efd, for the table's notes column.
+WHY_FUTEX = ("no syscall while uncontended: a futex-based sem_t in shared "
+             "memory is one atomic op; efd's native counter lives in the "
+             "kernel, so every operation is a read()/write() -- the price of "
+             "a pollable fd")
+WHY_INPROC = ("pure Python object in one process: no syscall at all, and it "
+              "cannot be shared with another process or polled by select()")
+WHY_ASYNC = ("pure Python, one loop only: no syscall, no fd, cannot be woken "
+             "from another process")
+WHY_FLOOR = "the same syscalls from C: what Python and the wrapper cost is the gap"
+WHY_FUTEX_FLOOR = ("sem_post+sem_wait from C: the futex fast path, no syscall "
+                   "(what threading/multiprocessing/posix_ipc build on)")
+
+
+def _missing_posix_ipc():
+    return None if posix_ipc is not None else \
+        "posix_ipc not installed (pip install -r benchmarks/requirements.txt)"
+
+
+def _efd_available(backend):
+    try:
+        efd.EventFD(0, semaphore=True, backend=backend).close()
+    except (OSError, ValueError) as exc:
+        return "backend %s unavailable here: %s" % (backend, exc)
+    return None
+
+
+def _has_acquire_async():
+    return None if hasattr(efd.EventFD, "acquire_async") else \
+        "acquire_async missing"
+
+
+class Sems:
+    """A factory of semaphore-like (release, acquire, close) triples, one
+    per alternative, so that the ping-pong and throughput cases can run the
+    same code over every alternative."""
+
+    @staticmethod
+    def efd(backend):
+        def make(initval=0):
+            ev = efd.EventFD(initval, semaphore=True, backend=backend)
+            return ev.release, ev.acquire, ev.close
+        return make
+
+    @staticmethod
+    def os_eventfd(initval=0, flags=0):
+        fd = os.eventfd(initval, SEM | flags)
+        return (functools.partial(os.eventfd_write, fd, 1),
+                functools.partial(os.eventfd_read, fd),
+                functools.partial(os.close, fd))
+
+    @staticmethod
+    def threading(initval=0):
+        s = threading.Semaphore(initval)
+        return s.release, s.acquire, lambda: None
+
+    @staticmethod
+    def mp(initval=0):
+        s = FORK.Semaphore(initval)
+        return s.release, s.acquire, lambda: None
+
+    @staticmethod
+    def posix_ipc(initval=0):
+        s = posix_ipc.Semaphore(None, posix_ipc.O_CREX, initial_value=initval)
+
+        def close():
+            s.unlink()
+            s.close()
+        return s.release, s.acquire, close
+
+
+def _floor(cfg, name, *extra):
+    def run(n):
+        if cfg.floor is None:
+            raise Skip(cfg.floor_error or "no C compiler")
+        out = subprocess.run([cfg.floor, name, str(n)] + [str(e) for e in extra],
+                             stdout=subprocess.PIPE, check=True,
+                             timeout=JOIN_TIMEOUT).stdout
+        return float(out)
+    return run
+
+
+# ---- uncontended release + acquire pair ------------------------------------
+
+def _pair_loop(release, acquire, n):
+    r = range(n)
+    t0 = now()
+    for _ in r:
+        release()
+        acquire()
+    return now() - t0
+
+
+def _pair(make, initval):
+    def run(n):
+        rel, acq, close = make(initval)
+        try:
+            return _pair_loop(rel, acq, n)
+        finally:
+            close()
+    return run
+
+
+def _pair_os(initval, flags, write=os.eventfd_write, read=os.eventfd_read):
+    def run(n):
+        fd = os.eventfd(initval, SEM | flags)
+        try:
+            r = range(n)
+            t0 = now()
+            for _ in r:
+                write(fd, 1)
+                read(fd)
+            return now() - t0
+        finally:
+            os.close(fd)
+    return run
+
+
+def _pair_asyncio(initval):
+    def run(n):
+        async def main():
+            sem = asyncio.Semaphore(initval)
+            rel, acq = sem.release, sem.acquire
+            r = range(n)
+            t0 = now()
+            for _ in r:
+                rel()
+                await acq()
+            return now() - t0
+        return asyncio.run(main())
+    return run
+
+
+def pair_case(cfg, held):
+    initval = 1 if held else 0
+    impls = []
+    for b in BACKENDS:
+        impls.append(Impl("efd EventFD [%s]" % b, _pair(Sems.efd(b), initval),
+                          available=_efd_available(b)))
+    impls += [
+        Impl("os.eventfd, EFD_NONBLOCK fd", _pair_os(initval, NB),
+             note="the same kind of fd as efd's (always O_NONBLOCK)"),
+        Impl("os.eventfd, blocking fd", _pair_os(initval, 0)),
+        Impl("efd.eventfd_write/read (backport)",
+             _pair_os(initval, NB, efd.eventfd_write, efd.eventfd_read)),
+        Impl("threading.Semaphore", _pair(Sems.threading, initval), note=WHY_INPROC),
+        Impl("multiprocessing.Semaphore", _pair(Sems.mp, initval), note=WHY_FUTEX),
+        Impl("posix_ipc.Semaphore", _pair(Sems.posix_ipc, initval), note=WHY_FUTEX,
+             available=_missing_posix_ipc()),
+        Impl("asyncio.Semaphore", _pair_asyncio(initval), note=WHY_ASYNC),
+        Impl("C floor: eventfd write+read", _floor(cfg, "pair-held" if held else "pair"),
+             note=WHY_FLOOR),
+        Impl("C floor: sem_post+sem_wait", _floor(cfg, "sempair"), note=WHY_FUTEX_FLOOR),
+    ]
+    if held:
+        return Case("pair-held", "release() + acquire(), counter stays >= 1",
+                    "pair", impls, "efd EventFD [eventfd]",
+                    doc="Starts at 1: release makes 2, acquire makes 1 again. "
+                        "eventfd-readback must write c-1 back; pipe's counter "
+                        "never crosses zero, so neither side needs a syscall.")
+    return Case("pair", "uncontended release() + acquire(), counter 0 -> 1 -> 0",
+                "pair", impls, "efd EventFD [eventfd]",
+                doc="Semaphore mode, one thread, the counter crosses zero "
+                    "every time.")
+
+
+# ---- failed non-blocking acquire -------------------------------------------
+
+def _fail_efd(backend):
+    def run(n):
+        with efd.EventFD(0, semaphore=True, backend=backend) as ev:
+            acq = ev.acquire
+            r = range(n)
+            t0 = now()
+            for _ in r:
+                acq(False)
+            return now() - t0
+    return run
+
+
+def _fail_os(read):
+    def run(n):
+        fd = os.eventfd(0, SEM | NB)
+        try:
+            r = range(n)
+            t0 = now()
+            for _ in r:
+                try:
+                    read(fd)
+                except BlockingIOError:
+                    pass
+            return now() - t0
+        finally:
+            os.close(fd)
+    return run
+
+
+def _fail_acquire_false(make):
+    def run(n):
+        rel, acq, close = make(0)
+        try:
+            r = range(n)
+            t0 = now()
+            for _ in r:
+                acq(False)
+            return now() - t0
+        finally:
+            close()
+    return run
+
+
+def _fail_posix_ipc(n):
+    s = posix_ipc.Semaphore(None, posix_ipc.O_CREX, initial_value=0)
+    acq, busy = s.acquire, posix_ipc.BusyError
+    try:
+        r = range(n)
+        t0 = now()
+        for _ in r:
+            try:
+                acq(0)
+            except busy:
+                pass
+        return now() - t0
+    finally:
+        s.unlink()
+        s.close()
+
+
+def fail_case(cfg):
+    impls = [Impl("efd acquire(False) [%s]" % b, _fail_efd(b),
+                  available=_efd_available(b),
+                  note="no syscall: the shared counter is 0" if b == "pipe" else "")
+             for b in BACKENDS]
+    impls += [
+        Impl("os.eventfd_read + except BlockingIOError", _fail_os(os.eventfd_read),
+             note="raising and catching the OSError is most of the cost"),
+        Impl("efd.eventfd_read + except BlockingIOError", _fail_os(efd.eventfd_read)),
+        Impl("threading.Semaphore.acquire(False)", _fail_acquire_false(Sems.threading),
+             note=WHY_INPROC),
+        Impl("multiprocessing.Semaphore.acquire(False)", _fail_acquire_false(Sems.mp),
+             note=WHY_FUTEX),
+        Impl("posix_ipc acquire(0) + except BusyError", _fail_posix_ipc,
+             available=_missing_posix_ipc(), note=WHY_FUTEX),
+        Impl("asyncio.Semaphore", None,
+             available="n/a: no non-blocking acquire (locked() only checks)"),
+        Impl("C floor: read() -> EAGAIN", _floor(cfg, "fail"), note=WHY_FLOOR),
+    ]
+    return Case("fail", "failed non-blocking acquire on an empty semaphore",
+                "call", impls, "efd acquire(False) [eventfd]")
+
+
+# ---- timed acquire with a unit available -----------------------------------
+
+def _timed_efd(backend, timeout):
+    def run(n):
+        with efd.EventFD(0, semaphore=True, backend=backend) as ev:
+            ev.release(n)
+            acq = ev.acquire
+            r = range(n)
+            if timeout is None:
+                t0 = now()
+                for _ in r:
+                    acq()
+                return now() - t0
+            t0 = now()
+            for _ in r:
+                acq(timeout=timeout)
+            return now() - t0
+    return run
+
+
+def _timed_os(n):
+    # The raw way to "wait at most 1 s": try the read, poll() only on EAGAIN.
+    fd = os.eventfd(0, SEM | NB)
+    try:
+        os.eventfd_write(fd, n)
+        read, poll = os.eventfd_read, select.poll()
+        poll.register(fd, select.POLLIN)
+        r = range(n)
+        t0 = now()
+        for _ in r:
+            try:
+                read(fd)
+            except BlockingIOError:
+                poll.poll(1000)
+                read(fd)
+        return now() - t0
+    finally:
+        os.close(fd)
+
+
+def _timed_sem(make, timeout_kw):
+    def run(n):
+        rel, acq, close = make(0)
+        try:
+            for _ in range(n):
+                rel()
+            r = range(n)
+            if timeout_kw:
+                t0 = now()
+                for _ in r:
+                    acq(timeout=1.0)
+            else:                       # posix_ipc: acquire(timeout)
+                t0 = now()
+                for _ in r:
+                    acq(1.0)
+            return now() - t0
+        finally:
+            close()
+    return run
+
+
+def _timed_asyncio(n):
+    async def main():
+        sem = asyncio.Semaphore(n)
+        acq, wait_for = sem.acquire, asyncio.wait_for
+        r = range(n)
+        t0 = now()
+        for _ in r:
+            await wait_for(acq(), 1.0)
+        return now() - t0
+    return asyncio.run(main())
+
+
+def timed_case(cfg):
+    impls = []
+    for b in BACKENDS:
+        av = _efd_available(b)
+        impls.append(Impl("efd acquire(timeout=1.0) [%s]" % b, _timed_efd(b, 1.0),
+                          available=av))
+        impls.append(Impl("efd acquire() [%s]" % b, _timed_efd(b, None), available=av))
+    impls += [
+        Impl("os.eventfd_read (poll only on EAGAIN)", _timed_os),
+        Impl("threading.Semaphore.acquire(timeout=1.0)",
+             _timed_sem(Sems.threading, True), note=WHY_INPROC),
+        Impl("multiprocessing.Semaphore.acquire(timeout=1.0)",
+             _timed_sem(Sems.mp, True), note=WHY_FUTEX),
+        Impl("posix_ipc acquire(1.0)", _timed_sem(Sems.posix_ipc, False),
+             available=_missing_posix_ipc(), note=WHY_FUTEX),
+        Impl("asyncio.wait_for(Semaphore.acquire(), 1.0)", _timed_asyncio,
+             note="wait_for wraps the acquire in a task and a timer"),
+        Impl("C floor: read()", _floor(cfg, "timed"), note=WHY_FLOOR),
+    ]
+    return Case("timed", "acquire with a timeout while a unit is available",
+                "acquire", impls, "efd acquire(timeout=1.0) [eventfd]",
+                doc="The counter is filled before the clock starts, so only "
+                    "acquires are timed.")
+
+
+def _start_partner(kind, n, first, second):
+    """Start a thread or forked process (`kind`) that does first(); second()
+    `n` times: the other side of a ping-pong."""
+    def loop():
+        for _ in range(n):
+            first()
+            second()
+    if kind == "thread":
+        p = threading.Thread(target=loop, daemon=True)
+    else:
+        p = FORK.Process(target=loop, daemon=True)
+    p.start()
+    return p
+
+
+def _stop_partner(p, kind):
+    """Join a partner; True if it finished (and, a process, exited 0)."""
+    p.join(JOIN_TIMEOUT)
+    if kind == "thread":
+        return not p.is_alive()
+    if p.is_alive():
+        p.kill()
+        p.join(JOIN_TIMEOUT)
+        return False
+    return p.exitcode == 0
+
+
+# ---- ping-pong between threads and between processes ------------------------
+
+def _pingpong(make, partner_kind):
+    """Round trips: this side releases `req` and acquires `resp`; the
+    partner (a thread or a forked process) acquires `req` and releases
+    `resp`."""
+    def run(n):
+        req_rel, req_acq, req_close = make()
+        resp_rel, resp_acq, resp_close = make()
+
+        p = _start_partner(partner_kind, n + 1, req_acq, resp_rel)
+        finished = False
+        try:
+            req_rel()
+            resp_acq()              # one untimed round trip: both are up
+            r = range(n)
+            t0 = now()
+            for _ in r:
+                req_rel()
+                resp_acq()
+            secs = now() - t0
+        finally:
+            finished = _stop_partner(p, partner_kind)
+            req_close()
+            resp_close()
+        if not finished:
+            raise RuntimeError("partner did not finish")
+        return secs
+    return run
+
+
+def pingpong_case(cfg, kind):
+    impls = [Impl("efd EventFD [%s]" % b, _pingpong(Sems.efd(b), kind),
+                  available=_efd_available(b)) for b in BACKENDS]
+    impls += [
+        Impl("os.eventfd, blocking fds", _pingpong(Sems.os_eventfd, kind),
+             note="blocks in read(); efd waits in poll() then reads"),
+    ]
+    if kind == "thread":
+        impls.append(Impl("threading.Semaphore", _pingpong(Sems.threading, kind),
+                          note="a Condition on a lock: no fd"))
+    impls += [
+        Impl("multiprocessing.Semaphore", _pingpong(Sems.mp, kind)),
+        Impl("posix_ipc.Semaphore", _pingpong(Sems.posix_ipc, kind),
+             available=_missing_posix_ipc()),
+        Impl("C floor: eventfd ping-pong", _floor(cfg, kind), note=WHY_FLOOR),
+    ]
+    if kind == "thread":
+        return Case("thread-pingpong", "ping-pong between two threads",
+                    "round trip", impls, "efd EventFD [eventfd]",
+                    doc="Two semaphores; each round trip is two wake-ups.")
+    return Case("process-pingpong", "ping-pong between two processes",
+                "round trip", impls, "efd EventFD [eventfd]",
+                doc="As thread-pingpong, with the partner a forked process.")
+
+
+# ---- async wake-up round trip ----------------------------------------------
+
+def _new_loop(use_uvloop):
+    return uvloop.new_event_loop() if use_uvloop else asyncio.new_event_loop()
+
+
+def _run_loop(coro, use_uvloop=False):
+    loop = _new_loop(use_uvloop)
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        loop.run_until_complete(loop.shutdown_default_executor())
+        loop.close()
+
+
+class FdWaiter:
+    """The hand-written alternative to acquire_async: one add_reader
+    registration on an O_NONBLOCK semaphore eventfd, serving waiting tasks
+    in FIFO order -- what a user writes without efd."""
+
+    def __init__(self, loop, fd):
+        self.loop, self.fd = loop, fd
+        self.waiters = []
+        self.registered = False
+
+    async def acquire(self):
+        try:
+            return os.eventfd_read(self.fd)
+        except BlockingIOError:
+            pass
+        fut = self.loop.create_future()
+        self.waiters.append(fut)
+        if not self.registered:
+            self.loop.add_reader(self.fd, self._ready)
+            self.registered = True
+        return await fut
+
+    def _ready(self):
+        while self.waiters:
+            fut = self.waiters[0]
+            if fut.done():              # cancelled
+                self.waiters.pop(0)
+                continue
+            try:
+                v = os.eventfd_read(self.fd)
+            except BlockingIOError:
+                return
+            self.waiters.pop(0)
+            fut.set_result(v)
+        self.loop.remove_reader(self.fd)
+        self.registered = False
+
+
+def _wakeup(side, partner_kind, use_uvloop=False):
+    """An async task waits for `req`, then answers on `resp`; the partner
+    (thread or process) releases `req` and blocks on `resp`.  `side` makes
+    (partner_release, partner_acquire, async_acquire_factory, async_answer,
+    close) for one run."""
+    def run(n):
+        async def main():
+            loop = asyncio.get_running_loop()
+            p_rel, p_acq, make_async_acq, answer, close = side(loop)
+            async_acq = make_async_acq()
+
+            p = _start_partner(partner_kind, n + 1, p_rel, p_acq)
+            try:
+                await async_acq()
+                answer()
+                r = range(n)
+                t0 = now()
+                for _ in r:
+                    await async_acq()
+                    answer()
+                secs = now() - t0
+            finally:
+                # The partner's last acquire returned with our last answer,
+                # so this join does not wait.
+                _stop_partner(p, partner_kind)
+                close()
+            return secs
+        return _run_loop(main(), use_uvloop)
+    return run
+
+
+def _side_efd(loop):
+    # The answer goes back through a plain blocking eventfd, as in the
+    # hand-written side, so that the partner's cost is the same in both and
+    # the difference is acquire_async() itself.
+    req = efd.EventFD(0, semaphore=True)
+    resp = os.eventfd(0, SEM)
+    return (req.release, functools.partial(os.eventfd_read, resp),
+            lambda: req.acquire_async, functools.partial(os.eventfd_write, resp, 1),
+            lambda: (req.close(), os.close(resp)))
+
+
+def _side_efd_both(loop):
+    # All efd: the partner also waits in EventFD.acquire().
+    req = efd.EventFD(0, semaphore=True)
+    resp = efd.EventFD(0, semaphore=True)
+    return (req.release, resp.acquire, lambda: req.acquire_async, resp.release,
+            lambda: (req.close(), resp.close()))
+
+
+def _side_handwritten(loop):
+    req = os.eventfd(0, SEM | NB)
+    resp = os.eventfd(0, SEM)
+    waiter = FdWaiter(loop, req)
+    return (functools.partial(os.eventfd_write, req, 1),
+            functools.partial(os.eventfd_read, resp),
+            lambda: waiter.acquire,
+            functools.partial(os.eventfd_write, resp, 1),
+            lambda: (os.close(req), os.close(resp)))
+
+
+def _side_asyncio_sem(loop):
+    asem = asyncio.Semaphore(0)
+    tsem = threading.Semaphore(0)
+    return (functools.partial(loop.call_soon_threadsafe, asem.release),
+            tsem.acquire, lambda: asem.acquire, tsem.release, lambda: None)
+
+
+def _side_to_thread(loop):
+    req = threading.Semaphore(0)
+    resp = threading.Semaphore(0)
+
+    def make():
+        async def acq():
+            return await loop.run_in_executor(None, req.acquire)
+        return acq
+    return req.release, resp.acquire, make, resp.release, lambda: None
+
+
+def _wakeup_callback(partner_kind):
+    """The floor of asyncio: no task at all, the reader callback answers."""
+    def run(n):
+        req = os.eventfd(0, SEM | NB)
+        resp = os.eventfd(0, SEM)
+
+        async def main():
+            loop = asyncio.get_running_loop()
+            done = loop.create_future()
+            state = {"left": n + 1, "t0": None}
+
+            def ready():
+                while True:
+                    try:
+                        os.eventfd_read(req)
+                    except BlockingIOError:
+                        return
+                    os.eventfd_write(resp, 1)
+                    state["left"] -= 1
+                    if state["t0"] is None:
+                        state["t0"] = now()
+                    if state["left"] == 0:
+                        loop.remove_reader(req)
+                        done.set_result(now() - state["t0"])
+                        return
+            loop.add_reader(req, ready)
+            p = _start_partner(partner_kind, n + 1,
+                               functools.partial(os.eventfd_write, req, 1),
+                               functools.partial(os.eventfd_read, resp))
+            try:
+                return await asyncio.wait_for(done, JOIN_TIMEOUT)
+            finally:
+                _stop_partner(p, partner_kind)
+        try:
+            return _run_loop(main())
+        finally:
+            os.close(req)
+            os.close(resp)
+    return run
+
+
+def wakeup_case(cfg, partner_kind):
+    missing = _has_acquire_async()
+    impls = [
+        Impl("efd acquire_async()", _wakeup(_side_efd, partner_kind), available=missing),
+        Impl("hand-written add_reader + os.eventfd_read",
+             _wakeup(_side_handwritten, partner_kind),
+             note="a future per wait, one reader registration (FdWaiter)"),
+        Impl("add_reader callback answering directly (no task)",
+             _wakeup_callback(partner_kind),
+             note="asyncio's floor: no task switch per wake-up"),
+    ]
+    if uvloop is not None:
+        impls.insert(1, Impl("efd acquire_async() on uvloop",
+                             _wakeup(_side_efd, partner_kind, True), available=missing))
+    impls.insert(1, Impl("efd acquire_async(), partner in EventFD.acquire()",
+                         _wakeup(_side_efd_both, partner_kind), available=missing,
+                         note="the partner waits with poll(), see %s-pingpong"
+                              % partner_kind))
+    if partner_kind == "thread":
+        impls += [
+            Impl("asyncio.Semaphore + call_soon_threadsafe",
+                 _wakeup(_side_asyncio_sem, partner_kind),
+                 note="answers through a threading.Semaphore; cannot cross processes"),
+            Impl("run_in_executor(threading.Semaphore.acquire)",
+                 _wakeup(_side_to_thread, partner_kind),
+                 note="a worker thread blocks per wait"),
+        ]
+    impls.append(Impl("C floor: poll()+read() ping-pong",
+                      _floor(cfg, "wakeup-" + partner_kind), note=WHY_FLOOR))
+    return Case("async-wakeup-" + partner_kind,
+                "async wake-up round trip, released by a %s" % partner_kind,
+                "round trip", impls, "efd acquire_async()",
+                doc="A %s releases; an asyncio task acquires and answers; the "
+                    "%s waits for the answer.  Unless a row says otherwise the "
+                    "answer goes through a plain blocking os.eventfd, so only "
+                    "the async side differs." % (partner_kind, partner_kind))
+
+
+# ---- 1000 async waiters ------------------------------------------------------
+
+def _waiters(kind, n_tasks, use_uvloop=False):
+    """n_tasks tasks wait; a process (or thread, where the alternative
+    cannot cross processes) releases n_tasks units one by one.  Timed from
+    the go signal until the last task has its unit; also reports how many
+    threads the process gained while waiting."""
+    def run(n):
+        assert n == n_tasks
+        go = os.eventfd(0, SEM)
+        release = None
+        close = lambda: None            # noqa: E731
+        if kind == "efd":
+            ev = efd.EventFD(0, semaphore=True)
+            release, close = ev.release, ev.close
+        elif kind == "handwritten":
+            fd = os.eventfd(0, SEM | NB)
+            release = functools.partial(os.eventfd_write, fd, 1)
+            close = functools.partial(os.close, fd)
+        elif kind == "mp":
+            msem = FORK.Semaphore(0)
+            release = msem.release
+        elif kind == "posix_ipc":
+            psem = posix_ipc.Semaphore(None, posix_ipc.O_CREX, initial_value=0)
+            release = psem.release
+
+            def close():
+                psem.unlink()
+                psem.close()
+        elif kind == "threading":
+            tsem = threading.Semaphore(0)
+            release = tsem.release
+        by_thread = kind in ("threading", "asyncio")
+
+        async def main():
+            loop = asyncio.get_running_loop()
+            if kind == "efd":
+                acquire = ev.acquire_async
+            elif kind == "handwritten":
+                acquire = FdWaiter(loop, fd).acquire
+            elif kind in ("mp", "posix_ipc"):
+                blocking_acquire = msem.acquire if kind == "mp" else psem.acquire
+
+                async def acquire():
+                    return await loop.run_in_executor(None, blocking_acquire)
+            elif kind == "threading":
+                acquire = functools.partial(asyncio.to_thread, tsem.acquire)
+            elif kind == "asyncio":
+                asem = asyncio.Semaphore(0)
+                acquire = asem.acquire
+                rel = functools.partial(loop.call_soon_threadsafe, asem.release)
+            peak = [0]
+
+            def record(_):
+                c = threading.active_count()
+                if c > peak[0]:
+                    peak[0] = c
+
+            def releaser():
+                os.eventfd_read(go)
+                r = rel if kind == "asyncio" else release
+                for _ in range(n_tasks):
+                    r()
+            if by_thread:
+                p = threading.Thread(target=releaser, daemon=True)
+            else:
+                p = FORK.Process(target=releaser, daemon=True)
+            p.start()
+            base = threading.active_count()     # with a releaser thread
+            peak[0] = base
+            tasks = []
+            try:
+                tasks = [loop.create_task(acquire()) for _ in range(n_tasks)]
+                for t in tasks:
+                    t.add_done_callback(record)
+                for _ in range(3):
+                    await asyncio.sleep(0)      # every task is now waiting
+                record(None)                    # executor threads started
+                t0 = now()
+                os.eventfd_write(go, 1)
+                await asyncio.wait_for(asyncio.gather(*tasks), JOIN_TIMEOUT)
+                secs = now() - t0
+            except BaseException:
+                # Unblock whatever waits (executor threads in acquire()),
+                # so that the loop's executor can shut down.
+                if by_thread:
+                    os.eventfd_write(go, 1)
+                else:
+                    p.kill()
+                for t in tasks:
+                    t.cancel()
+                if release is not None:
+                    for _ in range(n_tasks):
+                        release()
+                raise
+            finally:
+                p.join(JOIN_TIMEOUT)
+            return secs, {"threads": peak[0] - base}
+        try:
+            return _run_loop(main(), use_uvloop)
+        finally:
+            close()
+            os.close(go)
+    return run
+
+
+def waiters_case(cfg):
+    n = cfg.n_waiters
+    missing = _has_acquire_async()
+    impls = [
+        Impl("efd acquire_async()", _waiters("efd", n), available=missing, fixed_n=n,
+             note="released by a process; waits through the loop's reader"),
+    ]
+    if uvloop is not None:
+        impls.append(Impl("efd acquire_async() on uvloop", _waiters("efd", n, True),
+                          available=missing, fixed_n=n))
+    impls += [
+        Impl("hand-written add_reader + os.eventfd_read", _waiters("handwritten", n),
+             fixed_n=n, note="released by a process"),
+        Impl("run_in_executor(multiprocessing.Semaphore.acquire)", _waiters("mp", n),
+             fixed_n=n, note="released by a process; executor threads block"),
+        Impl("run_in_executor(posix_ipc.Semaphore.acquire)", _waiters("posix_ipc", n),
+             fixed_n=n, available=_missing_posix_ipc(),
+             note="released by a process; executor threads block"),
+        Impl("asyncio.to_thread(threading.Semaphore.acquire)", _waiters("threading", n),
+             fixed_n=n, note="released by a thread (cannot cross processes)"),
+        Impl("asyncio.Semaphore + call_soon_threadsafe", _waiters("asyncio", n),
+             fixed_n=n, note="released by a thread (cannot cross processes)"),
+    ]
+    return Case("async-waiters", "%d async tasks, each acquiring one unit "
+                "released one by one" % n, "task", impls, "efd acquire_async()",
+                doc="Wall time from the first release to the last task served, "
+                    "per task; 'threads' is how many threads the process "
+                    "gained while the tasks waited.")
+
+
+# ---- many producers, many consumers, across processes -------------------------
+
+def _mpmc(make, producers, consumers):
+    def run(n):
+        rel, acq, close = make()
+        go = os.eventfd(0, SEM)
+        done = os.eventfd(0, SEM)
+        per_producer = n // producers
+        total = per_producer * producers
+        procs = []
+
+        def producer():
+            os.eventfd_read(go)
+            for _ in range(per_producer):
+                rel()
+
+        def consumer(k):
+            os.eventfd_read(go)
+            for _ in range(total // consumers + (k < total % consumers)):
+                acq()
+            os.eventfd_write(done, 1)
+        for i in range(producers):
+            procs.append(FORK.Process(target=producer, daemon=True))
+        for k in range(consumers):
+            procs.append(FORK.Process(target=consumer, args=(k,), daemon=True))
+        for p in procs:
+            p.start()
+        try:
+            t0 = now()
+            os.eventfd_write(go, producers + consumers)
+            for _ in range(consumers):
+                os.eventfd_read(done)
+            secs = now() - t0
+        finally:
+            for p in procs:
+                p.join(JOIN_TIMEOUT)
+                if p.is_alive():
+                    p.kill()
+            close()
+            os.close(go)
+            os.close(done)
+        if any(p.exitcode != 0 for p in procs):
+            raise RuntimeError("a worker process failed")
+        return secs * n / total
+    return run
+
+
+def mpmc_case(cfg):
+    P, C, n = cfg.producers, cfg.consumers, cfg.mpmc_units
+    impls = [Impl("efd EventFD [%s]" % b, _mpmc(Sems.efd(b), P, C),
+                  available=_efd_available(b), fixed_n=n) for b in BACKENDS]
+    impls += [
+        Impl("os.eventfd, blocking fd", _mpmc(Sems.os_eventfd, P, C), fixed_n=n,
+             note="consumers sleep in read(): the kernel wakes one"),
+        Impl("multiprocessing.Semaphore", _mpmc(Sems.mp, P, C), fixed_n=n,
+             note=WHY_FUTEX),
+        Impl("posix_ipc.Semaphore", _mpmc(Sems.posix_ipc, P, C), fixed_n=n,
+             available=_missing_posix_ipc(), note=WHY_FUTEX),
+        Impl("C floor: eventfd, blocking fd", _floor(cfg, "mpmc", P, C), fixed_n=n,
+             note=WHY_FLOOR),
+    ]
+    return Case("mpmc", "%d producer and %d consumer processes, throughput"
+                % (P, C), "unit", impls, "efd EventFD [eventfd]",
+                doc="Each producer releases its share as fast as it can; the "
+                    "consumers acquire them all.  Time per unit moved.")
+
+
+def all_cases(cfg):
+    """Every case, in report order, as (key, builder)."""
+    return [
+        ("pair", lambda: pair_case(cfg, False)),
+        ("pair-held", lambda: pair_case(cfg, True)),
+        ("fail", lambda: fail_case(cfg)),
+        ("timed", lambda: timed_case(cfg)),
+        ("thread-pingpong", lambda: pingpong_case(cfg, "thread")),
+        ("process-pingpong", lambda: pingpong_case(cfg, "process")),
+        ("async-wakeup-thread", lambda: wakeup_case(cfg, "thread")),
+        ("async-wakeup-process", lambda: wakeup_case(cfg, "process")),
+        ("async-waiters", lambda: waiters_case(cfg)),
+        ("mpmc", lambda: mpmc_case(cfg)),
+    ]
