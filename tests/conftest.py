@@ -1,0 +1,194 @@
+"""Shared fixtures for the efd test-suite.
+
+One mechanism runs the behaviour tests on every backend: a test that takes
+the ``backend`` fixture (or ``make``, which depends on it) runs once per
+backend, with ids ``[eventfd]``, ``[eventfd-readback]`` and ``[pipe]``.
+Setting ``EFD_BACKEND`` in the environment restricts that to one backend
+(and, since EventFD reads the variable at construction, it is also the
+backend of every object made without ``backend=``).  A backend that cannot
+work on this machine is skipped with the probe's answer as the reason.
+
+Code that can hang, crash or change process-wide state runs in a child
+interpreter: the ``run_py`` fixture (``run_py(code, ...)``) starts
+``sys.executable -c code`` with this checkout importable and a watchdog that
+dumps tracebacks and exits if the child outlives its time.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import efd
+from efd import _efd
+
+BACKENDS = ("eventfd", "eventfd-readback", "pipe")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+#: Time limit for anything a test waits on that should finish "at once".
+#: Generous: the machine is small and shared.
+PROMPT = 5.0
+
+
+def _selected_backends():
+    env = os.environ.get("EFD_BACKEND", "")
+    if env in ("", "auto"):
+        return BACKENDS
+    if env not in BACKENDS:
+        raise pytest.UsageError(
+            "EFD_BACKEND=%r: expected one of %s" % (env, ", ".join(BACKENDS)))
+    return (env,)
+
+
+def backend_unavailable(name, semaphore=False):
+    """Why `name` cannot work here (a skip reason), or None if it can."""
+    probe = _efd._probe()
+    if name in ("eventfd", "eventfd-readback") and probe["eventfd2_errno"]:
+        return "%s backend: eventfd2() fails here: %s" % (name, probe["eventfd2"])
+    if name == "eventfd" and semaphore and probe["eventfd2_semaphore_errno"]:
+        return "eventfd backend: EFD_SEMAPHORE refused here: %s" % (
+            probe["eventfd2_semaphore"],)
+    return None
+
+
+def kernel_eventfd_available():
+    return _efd._probe()["eventfd2_errno"] == 0
+
+
+@pytest.fixture(params=_selected_backends())
+def backend(request):
+    """The name of the backend under test; skipped if it cannot work here."""
+    why = backend_unavailable(request.param)
+    if why:
+        pytest.skip(why)
+    return request.param
+
+
+@pytest.fixture(params=[False, True], ids=["counter", "semaphore"])
+def semaphore(request):
+    """Both modes of the counter."""
+    return request.param
+
+
+@pytest.fixture
+def make(backend):
+    """make(initval=0, semaphore=False, nonblocking=False, cloexec=True)
+    -> an EventFD on the backend under test, closed at teardown."""
+    made = []
+
+    def factory(initval=0, semaphore=False, nonblocking=False, cloexec=True):
+        why = backend_unavailable(backend, semaphore)
+        if why:
+            pytest.skip(why)
+        ev = efd.EventFD(initval, semaphore=semaphore, nonblocking=nonblocking,
+                         cloexec=cloexec, backend=backend)
+        made.append(ev)
+        return ev
+
+    yield factory
+    for ev in made:
+        ev.close()
+
+
+def twin(ev, nonblocking=True):
+    """A second EventFD over the same counter as `ev` (duplicated fds), to
+    look at the counter from outside while `ev` is busy or closed."""
+    fds = tuple(os.dup(fd) for fd in ev._fds())
+    try:
+        return efd.EventFD._from_fds(fds, ev.backend, ev.semaphore, nonblocking)
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+
+
+@pytest.fixture
+def make_twin():
+    """make_twin(ev) -> a second view of ev's counter, closed at teardown."""
+    made = []
+
+    def factory(ev, nonblocking=True):
+        t = twin(ev, nonblocking)
+        made.append(t)
+        return t
+
+    yield factory
+    for t in made:
+        t.close()
+
+
+def open_fd_count():
+    """Descriptors open in this process right now."""
+    return len(os.listdir("/proc/self/fd"))
+
+
+def child_env(backend=None, extra=None):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = REPO + (
+        os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.pop("EFD_BACKEND", None)
+    if backend is not None:
+        env["EFD_BACKEND"] = backend
+    env.setdefault("PYTHONFAULTHANDLER", "1")
+    if extra:
+        env.update(extra)
+    return env
+
+
+_WATCHDOG = (
+    "import faulthandler as _fh, sys as _sys\n"
+    "_fh.dump_traceback_later({limit}, exit=True, file=_sys.stderr)\n"
+)
+
+
+def child_source(code, limit):
+    """`code` dedented, behind a watchdog that ends the child after `limit`
+    seconds with a traceback of every thread (so a hang fails, not stalls)."""
+    return _WATCHDOG.format(limit=limit) + textwrap.dedent(code)
+
+
+@pytest.fixture
+def run_py():
+    """run_py(code, backend=None, timeout=60, check=True, **popen_kwargs)
+    -> CompletedProcess (text, output captured).
+
+    Runs `code` in a fresh interpreter with this checkout importable and
+    EFD_BACKEND set to `backend` (unset if None).  With check=True a
+    non-zero exit fails the test, showing the child's output."""
+
+    def run(code, backend=None, timeout=60, check=True, env=None, **kwargs):
+        proc = subprocess.run(
+            [sys.executable, "-c", child_source(code, max(1, timeout - 5))],
+            env=child_env(backend, env), cwd=REPO, timeout=timeout,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            universal_newlines=True, **kwargs)
+        if check and proc.returncode != 0:
+            pytest.fail("child exited with %d\n--- stdout\n%s\n--- stderr\n%s"
+                        % (proc.returncode, proc.stdout, proc.stderr))
+        return proc
+
+    return run
+
+
+@pytest.fixture
+def popen_py():
+    """popen_py(code, backend=None, limit=60, **popen_kwargs) -> Popen with
+    text stdout/stderr pipes; killed at teardown if still running."""
+    procs = []
+
+    def start(code, backend=None, limit=60, env=None, **kwargs):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", child_source(code, limit)],
+            env=child_env(backend, env), cwd=REPO,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            universal_newlines=True, **kwargs)
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=PROMPT * 2)
