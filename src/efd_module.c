@@ -27,8 +27,7 @@
  * Clinic's unsigned int / unsigned long long / int / fildes). */
 
 static int
-conv_unsigned(PyObject *obj, unsigned long long max, const char *overflow,
-              unsigned long long *out)
+conv_unsigned(PyObject *obj, int c_uint, unsigned long long *out)
 {
     unsigned long long v;
     if (!PyLong_Check(obj)) {
@@ -39,11 +38,13 @@ conv_unsigned(PyObject *obj, unsigned long long max, const char *overflow,
         PyErr_SetString(PyExc_ValueError, "value must be positive");
         return -1;
     }
-    v = PyLong_AsUnsignedLongLong(obj);
+    /* The same C calls as os's converters, so the same overflow messages. */
+    v = c_uint ? PyLong_AsUnsignedLong(obj) : PyLong_AsUnsignedLongLong(obj);
     if (v == (unsigned long long)-1 && PyErr_Occurred())
         return -1;
-    if (v > max) {
-        PyErr_SetString(PyExc_OverflowError, overflow);
+    if (c_uint && v > UINT_MAX) {
+        PyErr_SetString(PyExc_OverflowError,
+                        "Python int too large for C unsigned int");
         return -1;
     }
     *out = v;
@@ -60,8 +61,12 @@ conv_int(PyObject *obj, int *out)
         return -1;
     }
     v = PyLong_AsLong(obj);
-    if (v == -1 && PyErr_Occurred())
-        return -1;
+    if (v == -1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+            return -1;
+        PyErr_Clear();
+        v = LONG_MAX;
+    }
     if (v > INT_MAX || v < INT_MIN) {
         PyErr_SetString(PyExc_OverflowError,
                         "Python int too large to convert to C int");
@@ -93,8 +98,7 @@ efd_fn_eventfd(PyObject *module, PyObject *args, PyObject *kwds)
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:eventfd", kwlist,
                                      &initval_obj, &flags_obj))
         return NULL;
-    if (conv_unsigned(initval_obj, UINT_MAX,
-                      "Python int too large for C unsigned int", &initval) < 0)
+    if (conv_unsigned(initval_obj, 1, &initval) < 0)
         return NULL;
     if (flags_obj != NULL && conv_int(flags_obj, &flags) < 0)
         return NULL;
@@ -167,7 +171,7 @@ efd_fn_eventfd_write(PyObject *module, PyObject *args, PyObject *kwds)
         return NULL;
     if (conv_fd(fd_obj, &fd) < 0)
         return NULL;
-    if (conv_unsigned(value_obj, ULLONG_MAX, "int too big to convert", &v) < 0)
+    if (conv_unsigned(value_obj, 0, &v) < 0)
         return NULL;
     value = v;
     if (raw_io(fd, 1, &value) < 0)
@@ -374,6 +378,11 @@ PyModuleDef efd_module = {
     efd_free,
 };
 
+/* setup.py builds with -fvisibility=hidden; before 3.9, PyMODINIT_FUNC does
+ * not mark the init function as exported. */
+#if PY_VERSION_HEX < 0x03090000 && defined(__GNUC__)
+__attribute__((visibility("default")))
+#endif
 PyMODINIT_FUNC
 PyInit__efd(void)
 {
