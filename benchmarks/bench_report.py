@@ -126,6 +126,7 @@ def plot(cases, path, meta):
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
     except ImportError:
         return None
     panels = [c for c in cases if any(im.samples for im in c.impls)]
@@ -150,6 +151,7 @@ def plot(cases, path, meta):
         ax.set_yticklabels(names, fontsize=7)
         ax.invert_yaxis()
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.axvline(1.0, color="black", linewidth=0.8)
         for yi, (r, im) in enumerate(zip(ratios, rows)):
             ax.text(r, yi, " %.2fx  %s" % (r, fmt_time(im.median())),
