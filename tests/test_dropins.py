@@ -1,0 +1,537 @@
+"""efd.Semaphore and efd.Event against threading.Semaphore / threading.Event,
+on every backend, with threads, processes and event loops."""
+import asyncio
+import multiprocessing
+import os
+import pickle
+import random
+import select
+import sys
+import threading
+import time
+
+import pytest
+
+import efd
+from efd import _aio
+
+from conftest import PROMPT, backend_unavailable
+
+#: threading.Semaphore.release(n) is new in Python 3.9.
+RELEASE_N = sys.version_info >= (3, 9)
+
+try:
+    import uvloop
+except ImportError:  # pragma: no cover - uvloop is in the test extras
+    uvloop = None
+
+
+@pytest.fixture
+def make_sem(backend):
+    """make_sem(value=1) -> efd.Semaphore on the backend under test."""
+    why = backend_unavailable(backend, semaphore=True)
+    if why:
+        pytest.skip(why)
+    made = []
+
+    def factory(value=1):
+        sem = efd.Semaphore(value, backend=backend)
+        made.append(sem)
+        return sem
+
+    yield factory
+    for sem in made:
+        sem.close()
+
+
+@pytest.fixture
+def make_event(backend):
+    """make_event() -> efd.Event on the backend under test."""
+    made = []
+
+    def factory():
+        event = efd.Event(backend=backend)
+        made.append(event)
+        return event
+
+    yield factory
+    for event in made:
+        event.close()
+
+
+@pytest.fixture(params=["asyncio", "uvloop"])
+def aio(request):
+    """aio(main) runs coroutine function `main` on the loop under test."""
+    if request.param == "uvloop" and uvloop is None:
+        pytest.skip("uvloop is not installed")
+
+    def run(main, limit=PROMPT * 6):
+        async def bounded():
+            return await asyncio.wait_for(main(), limit)
+        if request.param == "uvloop":
+            return uvloop.run(bounded())
+        return asyncio.run(bounded())
+
+    return run
+
+
+def readable(fd):
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def outcome(fn, *args, **kwargs):
+    """What a call did: ('ok', result) or (exception type, message)."""
+    try:
+        return ("ok", fn(*args, **kwargs))
+    except Exception as exc:  # noqa: BLE001 - comparing behaviours
+        return (type(exc), str(exc))
+
+
+# ---- Semaphore -------------------------------------------------------------
+
+
+def test_semaphore_is_exported():
+    assert "Semaphore" in efd.__all__ and "Event" in efd.__all__
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_semaphore_matches_threading(make_sem, seed):
+    rng = random.Random(seed)
+    start = rng.randint(0, 3)
+    ours, theirs = make_sem(start), threading.Semaphore(start)
+    for _ in range(300):
+        op = rng.choice(["try", "timeout0", "short", "release", "with",
+                         "bad_release", "bad_mix"])
+        if op == "try":
+            calls = [(s.acquire, (False,), {}) for s in (ours, theirs)]
+        elif op == "timeout0":
+            calls = [(s.acquire, (), {"timeout": 0}) for s in (ours, theirs)]
+        elif op == "short":
+            calls = [(s.acquire, (True, 0.001), {}) for s in (ours, theirs)]
+        elif op == "release" and not RELEASE_N:
+            calls = [(s.release, (), {}) for s in (ours, theirs)]
+        elif op == "release":
+            n = rng.randint(1, 3)
+            calls = [(s.release, (n,), {}) for s in (ours, theirs)]
+        elif op == "with":
+            results = []
+            for s in (ours, theirs):
+                if s.acquire(False):
+                    s.release()
+                    with s as entered:
+                        results.append(entered)
+                else:
+                    results.append(None)
+            assert results[0] == results[1]
+            continue
+        elif op == "bad_release" and not RELEASE_N:
+            continue
+        elif op == "bad_release":
+            n = rng.choice([0, -1])
+            calls = [(s.release, (n,), {}) for s in (ours, theirs)]
+        else:
+            calls = [(s.acquire, (False, 1), {}) for s in (ours, theirs)]
+        a, b = [outcome(fn, *args, **kw) for fn, args, kw in calls]
+        assert a == b, (op, a, b)
+    # Same count left.
+    left = [0, 0]
+    for i, s in enumerate((ours, theirs)):
+        while s.acquire(False):
+            left[i] += 1
+    assert left[0] == left[1]
+
+
+def test_semaphore_constructor_like_threading(backend):
+    for bad in (-1, -10):
+        with pytest.raises(ValueError) as ours:
+            efd.Semaphore(bad, backend=backend)
+        with pytest.raises(ValueError) as theirs:
+            threading.Semaphore(bad)
+        assert str(ours.value) == str(theirs.value)
+    with pytest.raises(TypeError):
+        efd.Semaphore("1", backend=backend)
+    with pytest.raises((ValueError, OverflowError)):
+        efd.Semaphore(2**64, backend=backend)
+
+
+def test_semaphore_default_value_is_one(make_sem):
+    sem = make_sem()
+    assert sem.acquire(False) is True
+    assert sem.acquire(False) is False
+
+
+def test_semaphore_with_block(make_sem):
+    sem = make_sem(1)
+    with sem as entered:
+        assert entered is True
+        assert sem.acquire(False) is False
+    assert sem.acquire(False) is True
+    sem.release()
+    with pytest.raises(KeyError):
+        with sem:
+            raise KeyError("x")
+    assert sem.acquire(False) is True       # released on the way out
+
+
+def test_semaphore_blocks_threads_until_released(make_sem):
+    sem = make_sem(0)
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(
+        sem.acquire(timeout=PROMPT * 2))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.05)
+    assert got == []
+    sem.release(4)
+    for t in threads:
+        t.join(PROMPT * 3)
+    assert got == [True] * 4
+    assert sem.acquire(False) is False
+
+
+def test_semaphore_timeout(make_sem):
+    sem = make_sem(0)
+    t0 = time.monotonic()
+    assert sem.acquire(timeout=0.05) is False
+    assert 0.045 <= time.monotonic() - t0 < PROMPT
+
+
+def test_semaphore_limits_concurrency_in_threads(make_sem):
+    sem = make_sem(3)
+    lock = threading.Lock()
+    inside = [0]
+    peak = [0]
+
+    def work():
+        for _ in range(50):
+            with sem:
+                with lock:
+                    inside[0] += 1
+                    peak[0] = max(peak[0], inside[0])
+                time.sleep(0.0001)
+                with lock:
+                    inside[0] -= 1
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(PROMPT * 6)
+    assert not any(t.is_alive() for t in threads)
+    assert 1 <= peak[0] <= 3
+    assert [sem.acquire(False) for _ in range(4)] == [True] * 3 + [False]
+
+
+def test_semaphore_fileno_readable_while_units_remain(make_sem):
+    sem = make_sem(1)
+    assert readable(sem.fileno())
+    sem.acquire()
+    assert not readable(sem.fileno())
+    sem.release()
+    assert readable(sem.fileno())
+
+
+def test_semaphore_close(make_sem):
+    sem = make_sem(1)
+    assert sem.closed is False
+    assert "value=" in repr(sem)
+    sem.close()
+    sem.close()
+    assert sem.closed is True
+    assert "closed" in repr(sem)
+    for call in (sem.acquire, sem.release, sem.fileno, sem.__enter__):
+        with pytest.raises(ValueError):
+            call()
+
+
+def test_semaphore_close_wakes_blocked_thread(make_sem):
+    sem = make_sem(0)
+    errors = []
+
+    def waiter():
+        try:
+            sem.acquire(timeout=PROMPT * 4)
+        except ValueError as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    time.sleep(0.05)
+    t0 = time.monotonic()
+    sem.close()
+    t.join(PROMPT)
+    assert not t.is_alive()
+    assert time.monotonic() - t0 < PROMPT
+    assert len(errors) == 1
+
+
+def test_semaphore_async(make_sem, aio):
+    async def main():
+        sem = make_sem(2)
+        inside = [0]
+        peak = [0]
+        order = []
+
+        async def work(i):
+            async with sem:
+                inside[0] += 1
+                peak[0] = max(peak[0], inside[0])
+                await asyncio.sleep(0.001)
+                inside[0] -= 1
+                order.append(i)
+
+        await asyncio.gather(*[work(i) for i in range(40)])
+        assert await sem.acquire_async(timeout=0.01) is True
+        assert await sem.acquire_async(timeout=0.01) is True
+        assert await sem.acquire_async(timeout=0.01) is False
+        assert not _aio._registry
+        return peak[0], sorted(order)
+    peak, order = aio(main)
+    assert peak == 2
+    assert order == list(range(40))
+
+
+def test_semaphore_not_picklable_outside_spawning(make_sem):
+    sem = make_sem(1)
+    with pytest.raises(RuntimeError):
+        pickle.dumps(sem)
+
+
+def _sem_child(sem, n, out):
+    # Take n units (released by the parent), then give back 2 * n.
+    got = sum(sem.acquire(timeout=60) for _ in range(n))
+    sem.release(2 * n)
+    out.put(got)
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_semaphore_in_multiprocessing_children(make_sem, method):
+    ctx = multiprocessing.get_context(method)
+    sem = make_sem(0)
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_sem_child, args=(sem, 5, out))
+             for _ in range(3)]
+    for p in procs:
+        p.start()
+    try:
+        sem.release(15)
+        answers = [out.get(timeout=PROMPT * 8) for _ in procs]
+        got = sum(sem.acquire(timeout=PROMPT * 4) for _ in range(30))
+    finally:
+        for p in procs:
+            p.join(PROMPT * 4)
+            if p.is_alive():
+                p.kill()
+    assert answers == [5, 5, 5]
+    assert got == 30
+    assert sem.acquire(False) is False
+    assert [p.exitcode for p in procs] == [0, 0, 0]
+
+
+# ---- Event -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_event_matches_threading(make_event, seed):
+    rng = random.Random(seed)
+    ours, theirs = make_event(), threading.Event()
+    for _ in range(300):
+        op = rng.choice(["set", "clear", "is_set", "wait0", "waitneg",
+                         "wait_short"])
+        if op == "set":
+            calls = [(e.set, ()) for e in (ours, theirs)]
+        elif op == "clear":
+            calls = [(e.clear, ()) for e in (ours, theirs)]
+        elif op == "is_set":
+            calls = [(e.is_set, ()) for e in (ours, theirs)]
+        elif op == "wait0":
+            calls = [(e.wait, (0,)) for e in (ours, theirs)]
+        elif op == "waitneg":
+            calls = [(e.wait, (-1,)) for e in (ours, theirs)]
+        else:
+            calls = [(e.wait, (0.001,)) for e in (ours, theirs)]
+        a, b = [outcome(fn, *args) for fn, args in calls]
+        assert a == b, (op, a, b)
+
+
+@pytest.mark.parametrize("bad", ["1", b"1", [], object()])
+def test_event_bad_timeout_type_like_threading(make_event, bad):
+    event = make_event()
+    with pytest.raises(TypeError):
+        threading.Event().wait(bad)
+    t0 = time.monotonic()
+    with pytest.raises(TypeError):
+        event.wait(bad)
+    with pytest.raises(TypeError):
+        event.wait_async(bad).send(None)
+    assert time.monotonic() - t0 < PROMPT
+
+
+def test_event_many_sets_do_not_pile_up(make_event):
+    event = make_event()
+    for _ in range(1000):
+        event.set()
+    assert event._ev._peek() in (1, None)
+    event.clear()
+    assert not event.is_set()
+    assert event._ev._peek() in (0, None)
+
+
+def test_event_wait_blocks_until_set_and_wakes_everyone(make_event):
+    event = make_event()
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(
+        event.wait(PROMPT * 2))) for _ in range(5)]
+    for t in threads:
+        t.start()
+    time.sleep(0.05)
+    assert results == []
+    event.set()
+    for t in threads:
+        t.join(PROMPT * 3)
+    assert results == [True] * 5
+    assert event.is_set()                 # waiters did not consume it
+
+
+def test_event_wait_timeout(make_event):
+    event = make_event()
+    t0 = time.monotonic()
+    assert event.wait(0.05) is False
+    assert 0.045 <= time.monotonic() - t0 < PROMPT
+    assert event.wait(0) is False
+
+
+def test_event_fileno_readable_while_set(make_event):
+    event = make_event()
+    assert not readable(event.fileno())
+    event.set()
+    assert readable(event.fileno())
+    event.clear()
+    assert not readable(event.fileno())
+
+
+def test_event_close(make_event):
+    event = make_event()
+    assert "unset" in repr(event)
+    event.close()
+    event.close()
+    assert event.closed and "closed" in repr(event)
+    for call in (event.set, event.clear, event.is_set, event.wait,
+                 event.fileno):
+        with pytest.raises(ValueError):
+            call()
+
+
+def test_event_close_wakes_waiting_threads(make_event):
+    event = make_event()
+    fd = event.fileno()
+    errors = []
+
+    def waiter():
+        try:
+            event.wait(PROMPT * 4)
+        except ValueError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=waiter) for _ in range(3)]
+    for t in threads:
+        t.start()
+    time.sleep(0.05)
+    t0 = time.monotonic()
+    event.close()
+    for t in threads:
+        t.join(PROMPT)
+    assert not any(t.is_alive() for t in threads)
+    assert time.monotonic() - t0 < PROMPT
+    assert len(errors) == 3
+    with pytest.raises(OSError):
+        os.fstat(fd)        # the last waiter to leave closed it
+
+
+def test_event_async(make_event, aio):
+    async def main():
+        event = make_event()
+        loop = asyncio.get_running_loop()
+        assert await event.wait_async(0) is False
+        assert await event.wait_async(0.02) is False
+        tasks = [asyncio.ensure_future(event.wait_async(PROMPT))
+                 for _ in range(20)]
+        await asyncio.sleep(0.02)
+        assert not any(t.done() for t in tasks)
+        loop.call_soon(event.set)
+        results = await asyncio.gather(*tasks)
+        assert event.is_set()                  # nobody consumed it
+        assert await event.wait_async() is True
+        assert not _aio._registry
+        return results
+    assert aio(main) == [True] * 20
+
+
+def test_event_async_close_while_waiting(make_event, aio):
+    async def main():
+        event = make_event()
+        tasks = [asyncio.ensure_future(event.wait_async()) for _ in range(3)]
+        await asyncio.sleep(0.02)
+        event.close()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        assert not _aio._registry
+        return results
+    results = aio(main)
+    assert all(isinstance(r, ValueError) for r in results), results
+
+
+def test_event_set_from_thread_wakes_loop(make_event, aio):
+    async def main():
+        event = make_event()
+        timer = threading.Timer(0.02, event.set)
+        timer.start()
+        try:
+            return await event.wait_async(PROMPT)
+        finally:
+            timer.join(PROMPT)
+    assert aio(main) is True
+
+
+def _event_waiter(event, out):
+    out.put(event.wait(60))
+
+
+def _event_clearer(event, out):
+    event.clear()
+    out.put(event.is_set())
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_event_wakes_every_process(make_event, method):
+    # Like multiprocessing.Event, waiting looks at the flag: every waiter
+    # that is waiting while the flag stays set wakes.
+    ctx = multiprocessing.get_context(method)
+    event = make_event()
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_event_waiter, args=(event, out))
+             for _ in range(4)]
+    for p in procs:
+        p.start()
+    try:
+        time.sleep(0.2)
+        event.set()
+        answers = [out.get(timeout=PROMPT * 8) for _ in procs]
+        assert answers == [True] * 4
+        clearer = ctx.Process(target=_event_clearer, args=(event, out))
+        procs.append(clearer)
+        clearer.start()
+        assert out.get(timeout=PROMPT * 8) is False
+    finally:
+        for p in procs:
+            p.join(PROMPT * 4)
+            if p.is_alive():
+                p.kill()
+    assert not event.is_set()             # the child's clear() shows here
+    assert [p.exitcode for p in procs] == [0] * 5
+
+
+def test_event_not_picklable_outside_spawning(make_event):
+    with pytest.raises(RuntimeError):
+        pickle.dumps(make_event())
