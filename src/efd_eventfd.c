@@ -200,7 +200,10 @@ int efd_kernel_open(uint64_t initval, int flags, int *out_fd)
 { (void)initval; (void)flags; (void)out_fd; return ENOSYS; }
 int efd_kernel_fdinfo(int fd, uint64_t *count, int *semaphore)
 { (void)fd; (void)count; (void)semaphore; return ENOSYS; }
-int efd_fd_is_eventfd(int fd) { (void)fd; return 0; }
+int efd_fd_is_eventfd(int fd)
+{
+    return fcntl(fd, F_GETFD) < 0 ? -errno : 0;   /* valid, not an eventfd */
+}
 
 const efd_backend efd_backend_eventfd = { "eventfd", NULL, NULL, NULL, NULL,
                                           NULL, NULL, NULL, NULL, NULL };

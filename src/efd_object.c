@@ -41,6 +41,19 @@ efd_err_errno(int err)
 
 /* ---- argument parsing (METH_FASTCALL | METH_KEYWORDS) ------------------ */
 
+/* Keyword names arrive as (interned, compact ASCII) str objects: compare
+ * their bytes directly, the common case, before the general comparison. */
+static inline int
+key_is(PyObject *key, const char *name)
+{
+    if (PyUnicode_IS_COMPACT_ASCII(key)) {
+        size_t len = (size_t)PyUnicode_GET_LENGTH(key);
+        return strncmp((const char *)PyUnicode_DATA(key), name, len) == 0
+            && name[len] == '\0';
+    }
+    return PyUnicode_CompareWithASCIIString(key, name) == 0;
+}
+
 /* Fill out[0..n) from positional args and keywords by the names in `names`
  * (NULL-terminated; `npos` of them may be given by position).  Unset slots
  * stay NULL.  Messages follow CPython's. */
@@ -68,7 +81,7 @@ parse_args(const char *fname, const char *const *names, int npos,
     for (i = 0; i < nkw; i++) {
         PyObject *key = PyTuple_GET_ITEM(kwnames, i);
         for (j = 0; j < n; j++) {
-            if (PyUnicode_CompareWithASCIIString(key, names[j]) == 0)
+            if (key_is(key, names[j]))
                 break;
         }
         if (j == n) {
@@ -318,9 +331,15 @@ choose_backend(efd_state *st, PyObject *arg, int semaphore)
                          Py_TYPE(arg)->tp_name);
             return NULL;
         }
-        name = PyUnicode_AsUTF8(arg);
+        Py_ssize_t len;
+        name = PyUnicode_AsUTF8AndSize(arg, &len);
         if (name == NULL)
             return NULL;
+        if ((size_t)len != strlen(name)) {
+            PyErr_SetString(PyExc_ValueError,
+                            "backend must not contain a NUL character");
+            return NULL;
+        }
     }
     else {
         name = getenv("EFD_BACKEND");
@@ -372,7 +391,6 @@ alloc_object(PyTypeObject *type)
     self->impl.ops = NULL;
     self->impl.fd = self->impl.wfd = self->impl.shmfd = -1;
     self->impl.shm = NULL;
-    self->impl.pending = 0;
     self->closed = 1;            /* until a backend has opened it */
     self->wake_rfd = self->wake_wfd = -1;
     self->weakreflist = NULL;
@@ -465,8 +483,15 @@ fd_arg(PyObject *obj, const char *what, int *out)
         return -1;
     }
     v = PyLong_AsLong(obj);
-    if (v == -1 && PyErr_Occurred())
+    if (v == -1 && PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_OverflowError,
+                         "%s %R is out of range for a file descriptor",
+                         what, obj);
+        }
         return -1;
+    }
     if (v < 0 || v > INT32_MAX) {
         PyErr_Format(PyExc_ValueError,
                      "%s must be a non-negative file descriptor, not %ld",

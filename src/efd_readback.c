@@ -8,10 +8,12 @@
  *
  * The write-back must never lose a unit.  While this reader holds c - 1
  * units, other writers may fill the counter, so writing them back can fail
- * with EAGAIN (the sum would pass EFD_MAX).  The units are then kept in
- * impl->pending and try_read returns EINPROGRESS: the caller has its unit,
- * and calls finish() without the GIL, which waits for room and writes the
- * rest back.  finish() cannot be interrupted: the units belong to everyone.
+ * with EAGAIN (the sum would pass EFD_MAX).  try_read then returns
+ * EINPROGRESS with the held count in *value: the caller has its unit, and
+ * calls finish() without the GIL with that count, which waits for room and
+ * writes the units back.  The count lives on the caller's stack, never in
+ * the object, so threads sharing an object cannot overwrite each other's.
+ * finish() cannot be interrupted: the units belong to everyone.
  */
 #include "efd.h"
 
@@ -27,7 +29,6 @@ static int
 rb_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec)
 {
     impl->semaphore = semaphore;
-    impl->pending = 0;
     /* The whole point: never ask the kernel for EFD_SEMAPHORE. */
     return efd_kernel_open(initval, cloexec ? EFD_CLOEXEC : 0, &impl->fd);
 }
@@ -43,38 +44,36 @@ rb_try_read(efd_impl *impl, uint64_t *value)
         *value = c;
         return 0;
     }
-    *value = 1;
     err = efd_kernel_write(impl->fd, c - 1);
-    if (err == 0)
+    if (err == 0) {
+        *value = 1;
         return 0;
-    /* No room (EAGAIN), or worse: keep the units and finish later. */
-    impl->pending = c - 1;
+    }
+    /* No room (EAGAIN), or worse: the caller keeps them and finishes. */
+    *value = c - 1;
     return EINPROGRESS;
 }
 
-/* Write impl->pending back, however long it takes for room to appear.
+/* Write `held` units back, however long it takes for room to appear.
  * This only waits when the counter plus what we hold passes EFD_MAX, that
  * is, when every unit in the system cannot be stored at once; the units
  * then stay in our hands until readers make room, exactly as a blocked
  * writer's would.  POLLOUT cannot say "room for n", so sleep in slices. */
 static void
-rb_finish(efd_impl *impl)
+rb_finish(efd_impl *impl, uint64_t held)
 {
-    while (impl->pending > 0) {
-        int err = efd_kernel_write(impl->fd, impl->pending);
+    while (held > 0) {
+        int err = efd_kernel_write(impl->fd, held);
         if (err != EAGAIN)
             break;      /* written; or the descriptor itself is gone */
         (void)poll(NULL, 0, 1);
     }
-    impl->pending = 0;
 }
 
 static int
 rb_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore)
 {
-    int err = efd_ev_adopt(impl, fds, nfds, semaphore);
-    impl->pending = 0;
-    return err;
+    return efd_ev_adopt(impl, fds, nfds, semaphore);
 }
 
 const efd_backend efd_backend_readback = {

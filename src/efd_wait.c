@@ -53,12 +53,19 @@ remaining_ms(int64_t deadline, int64_t now)
     return left > INT_MAX ? INT_MAX : (int)left;
 }
 
+/* This process's pid, from the module's fork-refreshed cache when the
+ * object has one (no syscall). */
+static pid_t
+self_pid(eventfd_object *self)
+{
+    return self->impl.pid != NULL ? (pid_t)*self->impl.pid : getpid();
+}
+
 /* The wake fd exists per process: a child that inherited one from a fork
  * must not wake (or be woken by) its parent's waiters. */
 static int
-ensure_wake(eventfd_object *self)
+ensure_wake(eventfd_object *self, pid_t me)
 {
-    pid_t me = getpid();
     if (self->wake_rfd >= 0 && self->wake_pid == me)
         return 0;
     if (self->wake_rfd >= 0) {
@@ -109,7 +116,7 @@ close_wake(eventfd_object *self)
 static void
 poke_wake(eventfd_object *self)
 {
-    if (self->wake_wfd >= 0 && self->wake_pid == getpid()) {
+    if (self->wake_wfd >= 0 && self->wake_pid == self_pid(self)) {
 #ifdef EFD_HAVE_EVENTFD
         if (self->wake_wfd == self->wake_rfd) {
             uint64_t one = 1;
@@ -127,7 +134,7 @@ poke_wake(eventfd_object *self)
 void
 efd_object_close(eventfd_object *self)
 {
-    if (self->users > 0 && self->users_pid != getpid())
+    if (self->users > 0 && self->users_pid != self_pid(self))
         self->users = 0;                 /* those waiters live in a parent */
     __atomic_store_n(&self->closed, 1, __ATOMIC_RELEASE);
     if (self->users > 0) {
@@ -140,11 +147,22 @@ efd_object_close(eventfd_object *self)
     close_wake(self);
 }
 
+/* One try.  For a read that must give units back (EINPROGRESS), give them
+ * back here: the caller must not hold the GIL then, as the write-back may
+ * wait for room.  Returns 0, EAGAIN, EINTR or another errno. */
 static int
 attempt(efd_impl *impl, int for_write, uint64_t *value)
 {
-    return for_write ? impl->ops->try_write(impl, *value)
-                     : impl->ops->try_read(impl, value);
+    int err;
+    if (for_write)
+        return impl->ops->try_write(impl, *value);
+    err = impl->ops->try_read(impl, value);
+    if (err == EINPROGRESS) {
+        impl->ops->finish(impl, *value);
+        *value = 1;
+        err = 0;
+    }
+    return err;
 }
 
 int
@@ -153,17 +171,22 @@ efd_wait(eventfd_object *self, int for_write, uint64_t *value,
 {
     efd_impl *impl = &self->impl;
     int64_t deadline = -1;
-    int err, result;
+    int err, result, pollout_lies = 0;
+    pid_t me;
 
-    err = attempt(impl, for_write, value);
-    if (err == EINPROGRESS) {
-        Py_BEGIN_ALLOW_THREADS
-        impl->ops->finish(impl);
-        Py_END_ALLOW_THREADS
-        return 1;
-    }
+    /* First try with the GIL held: no GIL round trip when it succeeds. */
+    err = for_write ? impl->ops->try_write(impl, *value)
+                    : impl->ops->try_read(impl, value);
     if (err == 0)
         return 1;
+    if (err == EINPROGRESS) {
+        uint64_t held = *value;
+        Py_BEGIN_ALLOW_THREADS
+        impl->ops->finish(impl, held);
+        Py_END_ALLOW_THREADS
+        *value = 1;
+        return 1;
+    }
     if (err != EAGAIN && err != EINTR) {
         efd_err_errno(err);
         return -1;
@@ -180,12 +203,13 @@ efd_wait(eventfd_object *self, int for_write, uint64_t *value,
                 deadline = -1;
         }
     }
-    if (ensure_wake(self) < 0)
+    me = self_pid(self);
+    if (ensure_wake(self, me) < 0)
         return -1;
-    if (self->users > 0 && self->users_pid != getpid())
-        self->users = 0;
+    if (self->users > 0 && self->users_pid != me)
+        self->users = 0;             /* those waiters live in a parent */
     self->users++;
-    self->users_pid = getpid();
+    self->users_pid = me;
 
     for (;;) {
         efd_waitspec ws;
@@ -194,6 +218,12 @@ efd_wait(eventfd_object *self, int for_write, uint64_t *value,
 
         ms = remaining_ms(deadline, deadline >= 0 ? monotonic_ns() : 0);
         impl->ops->waitspec(impl, for_write, &ws);
+        if (pollout_lies) {
+            /* POLLOUT says "room for 1", not "room for value": when it has
+             * already failed us, re-try in slices instead of spinning. */
+            ws.fd = -1;
+            ws.slice_ms = 5;
+        }
         if (ws.slice_ms > 0 && (ms < 0 || ms > ws.slice_ms))
             ms = ws.slice_ms;
         pfd[0].fd = ws.fd;
@@ -208,13 +238,8 @@ efd_wait(eventfd_object *self, int for_write, uint64_t *value,
         if (n < 0)
             saved_errno = errno;
         closed = LOAD(&self->closed);
-        if (n >= 0 && !closed) {
+        if (n >= 0 && !closed)
             err = attempt(impl, for_write, value);
-            if (err == EINPROGRESS) {
-                impl->ops->finish(impl);
-                err = 0;
-            }
-        }
         Py_END_ALLOW_THREADS
 
         if (n >= 0 && !closed) {
@@ -227,6 +252,8 @@ efd_wait(eventfd_object *self, int for_write, uint64_t *value,
                 result = -1;
                 break;
             }
+            if (for_write && (pfd[0].revents & POLLOUT))
+                pollout_lies = 1;
         }
         if (closed) {
             efd_err_closed();
@@ -238,7 +265,9 @@ efd_wait(eventfd_object *self, int for_write, uint64_t *value,
             result = -1;
             break;
         }
-        if ((n < 0 || err == EINTR) && PyErr_CheckSignals() < 0) {
+        /* PEP 475: run the handlers of signals that arrived (EINTR, or a
+         * signal caught while another thread was in the interpreter). */
+        if (PyErr_CheckSignals() < 0) {
             result = -1;
             break;
         }
@@ -247,9 +276,7 @@ efd_wait(eventfd_object *self, int for_write, uint64_t *value,
             break;
         }
         if (n > 0 && (pfd[1].revents & POLLIN)) {
-            /* A wake meant for a closed object in another process that
-             * shares this one's wake fd cannot happen (ensure_wake is per
-             * process); a stale wake here is drained so it cannot spin. */
+            /* Not closed, yet woken: drain, so a stray wake cannot spin. */
             char buf[8];
             (void)!read(self->wake_rfd, buf, sizeof(buf));
         }

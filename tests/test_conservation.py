@@ -499,10 +499,6 @@ def proc_keep_filling(fd, value, stop, conn):
 
 
 @readback_selected
-@pytest.mark.xfail(strict=False, reason=(
-    "C bug (reported): efd_readback.c keeps a failed write-back in "
-    "impl->pending, one slot per object, so two threads of one object whose "
-    "write-backs both fail overwrite each other's units"))
 def test_readback_threads_share_failed_writebacks(workers):
     """Several threads of ONE object acquire while another process keeps
     refilling the counter to near 2**64 - 2, so that write-backs fail in
