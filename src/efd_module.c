@@ -86,21 +86,35 @@ conv_fd(PyObject *obj, int *out)
     return 0;
 }
 
-static PyObject *
-efd_fn_eventfd(PyObject *module, PyObject *args, PyObject *kwds)
+/* A required argument was not given: CPython's message. */
+static int
+missing(const char *fname, const char *name, int pos)
 {
-    static char *kwlist[] = {"initval", "flags", NULL};
-    PyObject *initval_obj, *flags_obj = NULL;
+    PyErr_Format(PyExc_TypeError,
+                 "%s() missing required argument '%s' (pos %d)",
+                 fname, name, pos);
+    return -1;
+}
+
+static PyObject *
+efd_fn_eventfd(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+               PyObject *kwnames)
+{
+    static const char *const names[] = {"initval", "flags", NULL};
+    PyObject *a[2];
     unsigned long long initval;
     int flags = EFD_CLOEXEC, fd;
     (void)module;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:eventfd", kwlist,
-                                     &initval_obj, &flags_obj))
+    if (efd_parse_args("eventfd", names, 2, args, nargs, kwnames, a) < 0)
         return NULL;
-    if (conv_unsigned(initval_obj, 1, &initval) < 0)
+    if (a[0] == NULL) {
+        missing("eventfd", "initval", 1);
         return NULL;
-    if (flags_obj != NULL && conv_int(flags_obj, &flags) < 0)
+    }
+    if (conv_unsigned(a[0], 1, &initval) < 0)
+        return NULL;
+    if (a[1] != NULL && conv_int(a[1], &flags) < 0)
         return NULL;
 #ifdef EFD_HAVE_EVENTFD
     Py_BEGIN_ALLOW_THREADS
@@ -140,38 +154,53 @@ raw_io(int fd, int for_write, uint64_t *value)
 }
 
 static PyObject *
-efd_fn_eventfd_read(PyObject *module, PyObject *args, PyObject *kwds)
+efd_fn_eventfd_read(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                    PyObject *kwnames)
 {
-    static char *kwlist[] = {"fd", NULL};
-    PyObject *fd_obj;
+    static const char *const names[] = {"fd", NULL};
+    PyObject *a[1];
     uint64_t value = 0;
     int fd;
     (void)module;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:eventfd_read", kwlist,
-                                     &fd_obj))
+    if (nargs == 1 && kwnames == NULL)
+        a[0] = args[0];
+    else if (efd_parse_args("eventfd_read", names, 1, args, nargs, kwnames,
+                            a) < 0)
         return NULL;
-    if (conv_fd(fd_obj, &fd) < 0 || raw_io(fd, 0, &value) < 0)
+    else if (a[0] == NULL) {
+        missing("eventfd_read", "fd", 1);
+        return NULL;
+    }
+    if (conv_fd(a[0], &fd) < 0 || raw_io(fd, 0, &value) < 0)
         return NULL;
     return PyLong_FromUnsignedLongLong(value);
 }
 
 static PyObject *
-efd_fn_eventfd_write(PyObject *module, PyObject *args, PyObject *kwds)
+efd_fn_eventfd_write(PyObject *module, PyObject *const *args,
+                     Py_ssize_t nargs, PyObject *kwnames)
 {
-    static char *kwlist[] = {"fd", "value", NULL};
-    PyObject *fd_obj, *value_obj;
+    static const char *const names[] = {"fd", "value", NULL};
+    PyObject *a[2];
     unsigned long long v;
     uint64_t value;
     int fd;
     (void)module;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO:eventfd_write", kwlist,
-                                     &fd_obj, &value_obj))
+    if (nargs == 2 && kwnames == NULL) {
+        a[0] = args[0];
+        a[1] = args[1];
+    }
+    else if (efd_parse_args("eventfd_write", names, 2, args, nargs, kwnames,
+                            a) < 0)
         return NULL;
-    if (conv_fd(fd_obj, &fd) < 0)
+    else if (a[0] == NULL || a[1] == NULL) {
+        missing("eventfd_write", a[0] == NULL ? "fd" : "value",
+                a[0] == NULL ? 1 : 2);
         return NULL;
-    if (conv_unsigned(value_obj, 0, &v) < 0)
+    }
+    if (conv_fd(a[0], &fd) < 0 || conv_unsigned(a[1], 0, &v) < 0)
         return NULL;
     value = v;
     if (raw_io(fd, 1, &value) < 0)
@@ -240,15 +269,15 @@ efd_fn_after_fork(PyObject *module, PyObject *Py_UNUSED(ignored))
 
 static PyMethodDef efd_functions[] = {
     {"eventfd", (PyCFunction)(void (*)(void))efd_fn_eventfd,
-     METH_VARARGS | METH_KEYWORDS,
+     METH_FASTCALL | METH_KEYWORDS,
      "eventfd($module, /, initval, flags=EFD_CLOEXEC)\n--\n\n"
      "Create an eventfd and return its file descriptor (os.eventfd)."},
     {"eventfd_read", (PyCFunction)(void (*)(void))efd_fn_eventfd_read,
-     METH_VARARGS | METH_KEYWORDS,
+     METH_FASTCALL | METH_KEYWORDS,
      "eventfd_read($module, /, fd)\n--\n\n"
      "Read a value from an eventfd file descriptor (os.eventfd_read)."},
     {"eventfd_write", (PyCFunction)(void (*)(void))efd_fn_eventfd_write,
-     METH_VARARGS | METH_KEYWORDS,
+     METH_FASTCALL | METH_KEYWORDS,
      "eventfd_write($module, /, fd, value)\n--\n\n"
      "Write a value to an eventfd file descriptor (os.eventfd_write)."},
     {"_probe", (PyCFunction)efd_fn_probe, METH_NOARGS,

@@ -55,6 +55,14 @@ PyObject *efd_err_closed(void);
 /* OSError for a backend errno. */
 PyObject *efd_err_errno(int err);
 
+/* METH_FASTCALL | METH_KEYWORDS argument parsing: fill out[0..n) from the
+ * positional args and keywords by the names in `names` (NULL-terminated;
+ * the first `npos` may be given by position).  Unset slots stay NULL; the
+ * caller checks required ones.  Messages follow CPython's. */
+int efd_parse_args(const char *fname, const char *const *names, int npos,
+                   PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                   PyObject **out);
+
 /* Types and functions defined in efd_object.c, used by efd_module.c. */
 extern PyType_Spec efd_eventfd_spec;
 efd_state *efd_state_from_type(PyTypeObject *type);

@@ -54,11 +54,8 @@ key_is(PyObject *key, const char *name)
     return PyUnicode_CompareWithASCIIString(key, name) == 0;
 }
 
-/* Fill out[0..n) from positional args and keywords by the names in `names`
- * (NULL-terminated; `npos` of them may be given by position).  Unset slots
- * stay NULL.  Messages follow CPython's. */
-static int
-parse_args(const char *fname, const char *const *names, int npos,
+int
+efd_parse_args(const char *fname, const char *const *names, int npos,
            PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
            PyObject **out)
 {
@@ -659,7 +656,7 @@ eventfd_write_method(eventfd_object *self, PyObject *const *args, Py_ssize_t nar
     int r;
 
     if ((nargs > 0 || kwnames != NULL)
-            && parse_args("write", names, 1, args, nargs, kwnames, a) < 0)
+            && efd_parse_args("write", names, 1, args, nargs, kwnames, a) < 0)
         return NULL;
     if (nargs > 0 || kwnames != NULL) {
         if (a[0] != NULL && to_u64(a[0], "value", &value) < 0)
@@ -687,7 +684,7 @@ eventfd_acquire(eventfd_object *self, PyObject *const *args, Py_ssize_t nargs,
     uint64_t value;
 
     if (nargs > 0 || kwnames != NULL) {
-        if (parse_args("acquire", names, 2, args, nargs, kwnames, a) < 0)
+        if (efd_parse_args("acquire", names, 2, args, nargs, kwnames, a) < 0)
             return NULL;
         if (a[0] != NULL && (blocking = PyObject_IsTrue(a[0])) < 0)
             return NULL;
@@ -718,7 +715,7 @@ eventfd_release(eventfd_object *self, PyObject *const *args, Py_ssize_t nargs,
     int err;
 
     if (nargs > 0 || kwnames != NULL) {
-        if (parse_args("release", names, 1, args, nargs, kwnames, a) < 0)
+        if (efd_parse_args("release", names, 1, args, nargs, kwnames, a) < 0)
             return NULL;
         if (a[0] != NULL) {
             if (to_u64(a[0], "n", &n) < 0) {
