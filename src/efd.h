@@ -47,6 +47,9 @@ typedef struct efd_waitspec {
 
 typedef struct efd_backend {
     const char *name;
+    /* 1 if every operation is a syscall (the kernel's counter); 0 if most
+     * are not (the pipe backend's shared-memory fast paths). */
+    int syscall_always;
     /* Create a fresh object holding `initval` (0 .. EFD_MAX). */
     int (*open)(efd_impl *impl, uint64_t initval, int semaphore, int cloexec);
     /* Adopt already-open descriptors (from_fd, unpickling in a child). */

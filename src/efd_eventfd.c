@@ -188,7 +188,7 @@ efd_ev_close(efd_impl *impl)
 }
 
 const efd_backend efd_backend_eventfd = {
-    "eventfd", ev_open, efd_ev_adopt, ev_try_read, efd_ev_try_write, NULL,
+    "eventfd", 1, ev_open, efd_ev_adopt, ev_try_read, efd_ev_try_write, NULL,
     efd_ev_waitspec, efd_ev_peek, efd_ev_fds, efd_ev_close,
 };
 
@@ -205,7 +205,7 @@ int efd_fd_is_eventfd(int fd)
     return fcntl(fd, F_GETFD) < 0 ? -errno : 0;   /* valid, not an eventfd */
 }
 
-const efd_backend efd_backend_eventfd = { "eventfd", NULL, NULL, NULL, NULL,
+const efd_backend efd_backend_eventfd = { "eventfd", 1, NULL, NULL, NULL, NULL,
                                           NULL, NULL, NULL, NULL, NULL };
 
 #endif /* EFD_HAVE_EVENTFD */

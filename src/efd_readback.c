@@ -77,14 +77,14 @@ rb_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore)
 }
 
 const efd_backend efd_backend_readback = {
-    "eventfd-readback", rb_open, rb_adopt, rb_try_read, efd_ev_try_write,
+    "eventfd-readback", 1, rb_open, rb_adopt, rb_try_read, efd_ev_try_write,
     rb_finish, efd_ev_waitspec, efd_ev_peek, efd_ev_fds, efd_ev_close,
 };
 
 #else
 
 const efd_backend efd_backend_readback = {
-    "eventfd-readback", NULL, NULL, NULL, NULL, NULL,
+    "eventfd-readback", 1, NULL, NULL, NULL, NULL, NULL,
     NULL, NULL, NULL, NULL,
 };
 
