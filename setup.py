@@ -13,6 +13,7 @@ EFD_SANITIZE=1    AddressSanitizer + UndefinedBehaviorSanitizer.
 EFD_WERROR=1      -Wall -Wextra -Werror (CI builds with gcc and clang).
 """
 import os
+import sys
 
 from setuptools import Extension, setup
 
@@ -55,7 +56,9 @@ setup(
             define_macros=define_macros,
             extra_compile_args=extra_compile_args,
             extra_link_args=extra_link_args,
-            libraries=["rt"],
+            # shm_open lives in librt on older glibc; macOS and the BSDs
+            # have it in libc.
+            libraries=["rt"] if sys.platform.startswith("linux") else [],
         )
     ],
 )
