@@ -31,10 +31,12 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 OBJECT_SLACK = 200
 BLOCK_SLACK = 2000
 MEMORY_SLACK = 4 * 1024 * 1024
-#: Under AddressSanitizer (tools/sanitize) freed memory sits in a
-#: quarantine, so RSS grows by design: only descriptors and Python's own
-#: counts are checked there (ASan itself reports bad frees and overflows).
-UNDER_ASAN = "asan" in os.environ.get("LD_PRELOAD", "")
+#: Under AddressSanitizer (tools/sanitize) or valgrind (tools/valgrind)
+#: freed memory sits in a quarantine, so RSS grows by design: only
+#: descriptors and Python's own counts are checked there (the tools
+#: themselves report bad frees and overflows).
+UNDER_ASAN = any(tool in os.environ.get("LD_PRELOAD", "")
+                 for tool in ("asan", "vgpreload"))
 
 
 def snapshot():

@@ -3,7 +3,8 @@
 In a child interpreter, ``setitimer(ITIMER_REAL, 0.001, 0.001)`` sends
 SIGALRM every millisecond to the main thread while it waits in efd:
 
-* a handler that returns: every unit a producer thread releases is taken
+* a handler that returns: a single wait of one second (about 1,000
+  signals) gets its unit; every unit a producer thread releases is taken
   exactly once by blocking ``acquire()``, timed ``acquire(timeout=)`` and
   blocking ``read()`` calls (none lost, none seen twice, no
   InterruptedError), and ``efd.eventfd_read`` on a raw blocking eventfd
@@ -80,6 +81,22 @@ for semaphore in (True, False):
     ev.close()
     print("conservation semaphore=%%s: %%d units, %%d waits, %%d signals"
           %% (semaphore, N, waits, hits[0]))
+
+# 1b. One long blocking wait (about 1000 signals) that then gets its unit.
+for call in ("acquire()", "read()", "acquire(timeout=30)"):
+    ev = new(semaphore=True)
+    hits[0] = 0
+    storm(count)
+    t = threading.Timer(1.0, ev.release, (3,))
+    t.start()
+    got = eval("ev." + call)
+    calm()
+    t.join(10)
+    assert got in (True, 1), got
+    assert ev._peek() in (2, None), ev._peek()
+    assert hits[0] > 300, hits[0]
+    ev.close()
+    print("long %%s: woke with its unit after %%d signals" %% (call, hits[0]))
 
 # 2. Timed waits end on time: the deadline is not restarted by signals.
 ev = new()
