@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 #include <poll.h>
+#include <stdatomic.h>
 
 #ifndef EFD_NO_EVENTFD
 #  if defined(__linux__)
@@ -33,6 +34,9 @@ typedef struct efd_impl {
     int shmfd;          /* pipe backend: shared-memory fd; otherwise -1 */
     efd_shared *shm;    /* pipe backend: the mapping; otherwise NULL */
     int semaphore;      /* reads take 1 (semaphore) or everything */
+    /* eventfd-readback: units a semaphore read took but could not write
+     * back yet (the counter was full); see efd_readback.c. */
+    _Atomic uint64_t held;
     /* This process's pid, kept current across fork() by the module (a
      * getpid() syscall per lock would double the pipe backend's cost). */
     const volatile uint32_t *pid;
@@ -54,19 +58,10 @@ typedef struct efd_backend {
     int (*open)(efd_impl *impl, uint64_t initval, int semaphore, int cloexec);
     /* Adopt already-open descriptors (from_fd, unpickling in a child). */
     int (*adopt)(efd_impl *impl, const int *fds, int nfds, int semaphore);
-    /* One non-blocking read: 1 in semaphore mode, everything otherwise.
-     * EINPROGRESS: the read took 1 unit, and *value units taken with it
-     * still have to go back: the caller passes them to finish(). */
+    /* One non-blocking read: 1 in semaphore mode, everything otherwise. */
     int (*try_read)(efd_impl *impl, uint64_t *value);
     /* One non-blocking write of `value` (value <= EFD_MAX; 0 allowed). */
     int (*try_write)(efd_impl *impl, uint64_t value);
-    /* After try_read returned EINPROGRESS: give back the `held` units it
-     * reported, waiting for room if need be.  The read has already succeeded
-     * from the caller's point of view.  Called without the GIL; the units
-     * belong to the calling thread alone (never stored in the object, so
-     * two threads of one object cannot mix them up).  May be NULL for
-     * backends that never return EINPROGRESS. */
-    void (*finish)(efd_impl *impl, uint64_t held);
     /* Where to wait for a read (for_write == 0) or a write. */
     void (*waitspec)(efd_impl *impl, int for_write, efd_waitspec *ws);
     /* Current count without consuming it; ENOTSUP if unknown. */

@@ -147,22 +147,11 @@ efd_object_close(eventfd_object *self)
     close_wake(self);
 }
 
-/* One try.  For a read that must give units back (EINPROGRESS), give them
- * back here: the caller must not hold the GIL then, as the write-back may
- * wait for room.  Returns 0, EAGAIN, EINTR or another errno. */
 static int
 attempt(efd_impl *impl, int for_write, uint64_t *value)
 {
-    int err;
-    if (for_write)
-        return impl->ops->try_write(impl, *value);
-    err = impl->ops->try_read(impl, value);
-    if (err == EINPROGRESS) {
-        impl->ops->finish(impl, *value);
-        *value = 1;
-        err = 0;
-    }
-    return err;
+    return for_write ? impl->ops->try_write(impl, *value)
+                     : impl->ops->try_read(impl, value);
 }
 
 int
@@ -175,18 +164,9 @@ efd_wait(eventfd_object *self, int for_write, uint64_t *value,
     pid_t me;
 
     /* First try with the GIL held: no GIL round trip when it succeeds. */
-    err = for_write ? impl->ops->try_write(impl, *value)
-                    : impl->ops->try_read(impl, value);
+    err = attempt(impl, for_write, value);
     if (err == 0)
         return 1;
-    if (err == EINPROGRESS) {
-        uint64_t held = *value;
-        Py_BEGIN_ALLOW_THREADS
-        impl->ops->finish(impl, held);
-        Py_END_ALLOW_THREADS
-        *value = 1;
-        return 1;
-    }
     if (err != EAGAIN && err != EINTR) {
         efd_err_errno(err);
         return -1;

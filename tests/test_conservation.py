@@ -418,9 +418,10 @@ def proc_fill_when_room(fd, value, limit):
 @readback_selected
 def test_readback_writeback_would_pass_max(workers):
     """A reader holds c - 1 units to write back while another process fills
-    the counter to near 2**64 - 2, so the write-back cannot fit.  The reader
-    must keep the units (not drop them) and put them back once a read makes
-    room: every round ends with exactly initval + fill units accounted for."""
+    the counter to near 2**64 - 2, so the write-back cannot fit.  The object
+    must keep the units (not drop them, and not block the reader) and put
+    them back once a read makes room -- at its next operation, or at close():
+    every round ends with exactly initval + fill units accounted for."""
     skip_unless_usable("eventfd-readback", True)
     initval, fill, per_reader = 40, MAX - 4, 18
     rounds = waited = 0
@@ -448,6 +449,14 @@ def test_readback_writeback_would_pass_max(workers):
             round_workers.join(5)
             acquired = sum(r[0] for r in readers)
             assert acquired == 2 * per_reader
+            # Units the object still holds go back to the kernel at close()
+            # (the counter has room now): count them through a duplicate.
+            dup = os.dup(fd)
+            try:
+                ev.close()
+                accounted += make_room_until_done(dup, [])
+            finally:
+                os.close(dup)
             assert accounted + acquired == initval + fill, (accounted, acquired)
         finally:
             ev.close()
@@ -502,8 +511,9 @@ def proc_keep_filling(fd, value, stop, conn):
 def test_readback_threads_share_failed_writebacks(workers):
     """Several threads of ONE object acquire while another process keeps
     refilling the counter to near 2**64 - 2, so that write-backs fail in
-    several threads at once.  Each thread's held units must be written back:
-    acquired + read by the main thread == initval + everything filled."""
+    several threads at once.  No thread's units may be lost or counted twice:
+    acquired + read by the main thread (after close() has given back what
+    the object still held) == initval + everything filled."""
     skip_unless_usable("eventfd-readback", True)
     fill, initval, per_reader, n_readers = MAX - 4, 1000, 200, 4
     ctx = multiprocessing.get_context("fork")
@@ -538,6 +548,13 @@ def test_readback_threads_share_failed_writebacks(workers):
                 drained += efd.eventfd_read(fd)
             except BlockingIOError:
                 pass
+            # What the object still holds goes back to the kernel at close().
+            dup = os.dup(fd)
+            try:
+                ev.close()
+                drained += make_room_until_done(dup, [])
+            finally:
+                os.close(dup)
             acquired = sum(r[0] for r in readers)
             assert acquired == n_readers * per_reader
             lost = initval + fill * fills - acquired - drained
@@ -548,3 +565,50 @@ def test_readback_threads_share_failed_writebacks(workers):
             ev.close()
             round_workers.reap()
         rounds += 1
+
+
+@readback_selected
+def test_readback_reader_never_waits_for_room(workers):
+    """A semaphore read whose write-back no longer fits (another process
+    filled the counter while the reader held it) returns at once: the units
+    stay with the object, which gives them back at its next operation or at
+    close().  Before, such a reader waited for room that might never come."""
+    skip_unless_usable("eventfd-readback", True)
+    held_rounds = 0
+    for _ in range(60):
+        ev = efd.EventFD(MAX, semaphore=True, backend="eventfd-readback")
+        dup = os.dup(ev.fileno())
+        round_workers = Workers()
+        try:
+            # Adds 5 as soon as it fits: if that is the instant the reader
+            # holds everything, the reader's write-back of MAX - 1 cannot fit.
+            filler = round_workers.process("fork", proc_fill_when_room,
+                                           dup, 5, 30)
+            time.sleep(0.01)
+            result = round_workers.thread(ev.read)
+            reader = round_workers.threads[-1]
+            reader.join(10)
+            assert not reader.is_alive(), "read() waited for room"
+            assert result == [1]
+            if ev._peek() == MAX - 1:
+                # The filler missed the window; nothing is held.  Let it in.
+                got = make_room_until_done(dup, [filler])
+            else:
+                # Kernel counter plus what the object holds (MAX + 4, shown
+                # saturated at 2**64 - 1): more than the kernel could hold.
+                assert ev._peek() == 2**64 - 1
+                held_rounds += 1
+                got = 0
+            filler.join(30)
+            assert filler.exitcode == 0
+            got += make_room_until_done(dup, [])   # room for held units
+            ev.close()                             # ... which close() gives back
+            got += make_room_until_done(dup, [])
+            assert got == MAX + 4
+        finally:
+            ev.close()
+            os.close(dup)
+            round_workers.reap()
+        if held_rounds >= 3:
+            break
+    assert held_rounds > 0, "the write-back never failed: the test did not run"
