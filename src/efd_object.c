@@ -148,12 +148,19 @@ to_timeout(PyObject *obj, double *out)
         t = PyFloat_AS_DOUBLE(obj);
     else if (PyLong_Check(obj) || PyFloat_Check(obj)
              || (!PyUnicode_Check(obj) && !PyBytes_Check(obj)
+                 && !PyComplex_Check(obj)   /* has nb_float before 3.10 */
                  && Py_TYPE(obj)->tp_as_number != NULL
                  && (Py_TYPE(obj)->tp_as_number->nb_float != NULL
                      || Py_TYPE(obj)->tp_as_number->nb_index != NULL))) {
         t = PyFloat_AsDouble(obj);
         if (t == -1.0 && PyErr_Occurred()) {
-            if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+                PyErr_Clear();
+                PyErr_Format(PyExc_TypeError,
+                             "timeout must be a number or None, not %.100s",
+                             Py_TYPE(obj)->tp_name);
+            }
+            else if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
                 PyErr_Clear();
                 /* An int too large for a double: it is positive or not. */
                 if (PyLong_Check(obj) && _PyLong_Sign(obj) > 0) {
