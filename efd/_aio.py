@@ -21,9 +21,10 @@ removed while its descriptor is still valid (for loops running in other
 threads the removal is handed to the loop with ``call_soon_threadsafe``).
 """
 import asyncio
-import math
 from collections import deque
 from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional, Tuple
+
+from . import _efd
 
 if TYPE_CHECKING:  # pragma: no cover
     from . import EventFD
@@ -39,7 +40,8 @@ _CLOSED_MESSAGE = "I/O operation on closed EventFD"
 
 
 def check_timeout(timeout: Optional[float]) -> Optional[float]:
-    """Validate a timeout the way :meth:`efd.EventFD.acquire` does.
+    """Validate a timeout the way :meth:`efd.EventFD.acquire` does (the
+    same C code reads it).
 
     Args:
         timeout: ``None`` or a number of seconds.
@@ -52,28 +54,8 @@ def check_timeout(timeout: Optional[float]) -> Optional[float]:
         TypeError: ``timeout`` is not a number.
         ValueError: ``timeout`` is negative or NaN.
     """
-    if timeout is None:
-        return None
-    tp = type(timeout)
-    if isinstance(timeout, (str, bytes, bytearray)) or not (
-        hasattr(tp, "__float__") or hasattr(tp, "__index__")
-    ):
-        raise TypeError(
-            "timeout must be a number or None, not %s" % tp.__name__
-        )
-    try:
-        seconds = float(timeout)
-    except OverflowError:
-        if timeout > 0:
-            return None
-        raise ValueError("timeout must be a non-negative number") from None
-    if math.isnan(seconds):
-        raise ValueError("timeout must not be NaN")
-    if seconds < 0:
-        raise ValueError(
-            "timeout must be a non-negative number, not %r" % (timeout,)
-        )
-    return None if math.isinf(seconds) else seconds
+    seconds: Optional[float] = _efd._check_timeout(timeout)
+    return seconds
 
 
 def _expire(fut: "asyncio.Future[Any]") -> None:

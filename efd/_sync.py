@@ -7,10 +7,7 @@ processes (fork, or handed to a :mod:`multiprocessing` child), in event loops
 ``select``-style code (``fileno()``).
 """
 import math
-import os
 import select
-import threading
-import time
 from types import TracebackType
 from typing import Any, Coroutine, Optional, Tuple, Type
 
@@ -19,8 +16,6 @@ from . import EventFD, _aio
 __all__ = ["Semaphore", "Event"]
 
 _POLLIN = select.POLLIN
-# poll()'s timeout is a C int of milliseconds: longer waits go in slices.
-_MAX_POLL_MS = float(2**31 - 1)
 
 
 class _OnEventFD:
@@ -205,22 +200,13 @@ class Event(_OnEventFD):
             chooses automatically.
     """
 
-    __slots__ = ("_lock", "_closed", "_users", "_pid", "_wake_r", "_wake_w")
+    __slots__ = ()
 
     def __init__(self, *, backend: Optional[str] = None) -> None:
         self._setup(EventFD(0, backend=backend))
 
-    def _setup(self, ev: EventFD) -> None:
-        self._ev = ev
-        self._lock = threading.Lock()
-        self._closed = False
-        self._users = 0               # threads of process _pid in wait()
-        self._pid = os.getpid()
-        self._wake_r = -1             # close() wakes wait() through this
-        self._wake_w = -1             # pipe (made on first need)
-
     def __repr__(self) -> str:
-        if self._closed:
+        if self._ev.closed:
             return "<%s closed>" % self._where()
         return "<%s %s>" % (self._where(),
                             "set" if self.is_set() else "unset")
@@ -262,29 +248,13 @@ class Event(_OnEventFD):
         """
         self._ev.acquire(False)
 
-    def _wake_fd(self) -> int:
-        # Called with the lock held: this process's wake pipe.  A forked
-        # child must not share its parent's: it makes its own.
-        pid = os.getpid()
-        if self._pid != pid:
-            for fd in (self._wake_r, self._wake_w):
-                if fd >= 0:
-                    os.close(fd)
-            self._wake_r = self._wake_w = -1
-            self._users = 0
-            self._pid = pid
-        if self._wake_r < 0:
-            r, w = os.pipe()
-            os.set_blocking(r, False)
-            os.set_blocking(w, False)
-            self._wake_r, self._wake_w = r, w
-        return self._wake_r
-
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Block until the flag is set, or until ``timeout`` runs out.
 
-        Returns at once when the flag is set already.  The wait releases the
-        GIL and follows PEP 475 for signals (Ctrl-C interrupts it).
+        Returns at once when the flag is set already.  The wait is
+        :class:`efd.EventFD`'s own wait loop: it releases the GIL, follows
+        PEP 475 for signals (Ctrl-C interrupts it), and wakes with
+        :class:`ValueError` if another thread closes the event.
 
         Args:
             timeout: Seconds to wait at most; ``None`` waits without limit.
@@ -298,48 +268,8 @@ class Event(_OnEventFD):
         Raises:
             ValueError: The event is closed, or is closed while waiting.
         """
-        seconds = _event_timeout(timeout)
-        with self._lock:
-            if self._closed:
-                raise ValueError("I/O operation on closed Event")
-            fd = self._ev.fileno()
-            wake = self._wake_fd()
-            self._users += 1
-        try:
-            return self._poll(fd, wake, seconds)
-        finally:
-            with self._lock:
-                self._users -= 1
-                last = self._closed and self._users == 0
-            if last:
-                self._release_fds()
-
-    def _poll(self, fd: int, wake: int, seconds: Optional[float]) -> bool:
-        poller = select.poll()
-        poller.register(fd, _POLLIN)
-        poller.register(wake, _POLLIN)
-        deadline = None
-        if seconds is not None:
-            deadline = time.monotonic() + seconds
-        while True:
-            if deadline is None:
-                ms: Optional[float] = None
-            else:
-                ms = min(max(deadline - time.monotonic(), 0.0) * 1000.0,
-                         _MAX_POLL_MS)
-            # Python's poll() retries EINTR with what is left (PEP 475).
-            ready = [f for f, _ in poller.poll(ms)]
-            if self._closed:
-                raise ValueError("I/O operation on closed Event")
-            if fd in ready:
-                return True
-            if wake in ready:               # a stale poke: drain it
-                try:
-                    os.read(wake, 512)
-                except BlockingIOError:
-                    pass
-            if deadline is not None and time.monotonic() >= deadline:
-                return False
+        result: bool = self._ev._wait_readable(_event_timeout(timeout))
+        return result
 
     async def wait_async(self, timeout: Optional[float] = None) -> bool:
         """Wait until the flag is set, from a coroutine.
@@ -376,46 +306,14 @@ class Event(_OnEventFD):
         return self._ev.fileno()
 
     def close(self) -> None:
-        """Close the descriptors; calling it again does nothing.
+        """Close the descriptor; calling it again does nothing.
 
         Threads waiting in :meth:`wait` and tasks in :meth:`wait_async`
         wake with :class:`ValueError`.  Other processes' copies stay usable.
         """
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            waiting = self._users > 0 and self._pid == os.getpid()
-            if waiting:
-                # The last waiter to leave releases the descriptors, so no
-                # waiter polls a recycled descriptor number.
-                try:
-                    os.write(self._wake_w, b"x")
-                except BlockingIOError:
-                    pass
-        if not waiting:
-            self._release_fds()
-
-    def _release_fds(self) -> None:
-        # Our wake pipe, or the copy a forked child inherited: ours to close.
         self._ev.close()
-        for fd in (self._wake_r, self._wake_w):
-            if fd >= 0:
-                os.close(fd)
-        self._wake_r = self._wake_w = -1
 
     @property
     def closed(self) -> bool:
         """True once :meth:`close` has been called."""
-        return self._closed
-
-    def __del__(self) -> None:
-        # The EventFD warns about itself; the wake pipe is ours to close.
-        for name in ("_wake_r", "_wake_w"):
-            fd = getattr(self, name, -1)
-            if fd >= 0:
-                setattr(self, name, -1)
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+        return self._ev.closed

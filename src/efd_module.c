@@ -258,6 +258,20 @@ fail:
     return NULL;
 }
 
+/* _check_timeout(timeout) -> float or None: acquire()'s reading of a
+ * timeout, for the asyncio layer (None: no limit). */
+static PyObject *
+efd_fn_check_timeout(PyObject *module, PyObject *obj)
+{
+    double t;
+    (void)module;
+    if (efd_to_timeout(obj, &t) < 0)
+        return NULL;
+    if (t < 0)
+        Py_RETURN_NONE;
+    return PyFloat_FromDouble(t);
+}
+
 /* Registered with os.register_at_fork(after_in_child=...). */
 static PyObject *
 efd_fn_after_fork(PyObject *module, PyObject *Py_UNUSED(ignored))
@@ -282,6 +296,9 @@ static PyMethodDef efd_functions[] = {
      "Write a value to an eventfd file descriptor (os.eventfd_write)."},
     {"_probe", (PyCFunction)efd_fn_probe, METH_NOARGS,
      "_probe($module, /)\n--\n\nRun (once) and report the backend probe."},
+    {"_check_timeout", (PyCFunction)efd_fn_check_timeout, METH_O,
+     "_check_timeout($module, timeout, /)\n--\n\n"
+     "acquire()'s reading of a timeout: seconds as a float, or None."},
     {"_after_fork_child", (PyCFunction)efd_fn_after_fork, METH_NOARGS,
      "_after_fork_child($module, /)\n--\n\nRefresh the cached pid."},
     {NULL, NULL, 0, NULL},

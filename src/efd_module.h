@@ -37,13 +37,22 @@ typedef struct {
 /* No deadline. */
 #define EFD_FOREVER (-1.0)
 
-/* One read (for_write == 0, result in *value) or write of *value.
+/* What efd_wait() does once the object is ready: take (a read), add *value
+ * (a write), or nothing (wait until the object polls readable, without
+ * consuming: efd.Event's wait). */
+enum { EFD_OP_READ, EFD_OP_WRITE, EFD_OP_READY };
+
+/* One operation `op`; a read's result lands in *value.
  * blocking == 0: try once.  timeout < 0: no deadline.
  * Returns 1 if done, 0 if it would block or the time ran out,
  * -1 with an exception set (a signal handler raised, the object was closed
  * while waiting, or an OS error). */
-int efd_wait(eventfd_object *self, int for_write, uint64_t *value,
+int efd_wait(eventfd_object *self, int op, uint64_t *value,
              int blocking, double timeout);
+
+/* A timeout argument: None -> EFD_FOREVER, else non-negative seconds
+ * (inf, or an int too large for a double, -> EFD_FOREVER). */
+int efd_to_timeout(PyObject *obj, double *out);
 
 /* Release what the object holds now if nobody is waiting in it; otherwise
  * wake the waiters and leave the final close to the last of them. */

@@ -135,48 +135,34 @@ to_u64(PyObject *obj, const char *what, uint64_t *out)
 }
 
 /* timeout: None (or absent) -> EFD_FOREVER; a non-negative real number of
- * seconds.  inf means no deadline. */
-static int
-to_timeout(PyObject *obj, double *out)
+ * seconds.  inf means no deadline.  Anything float() cannot take (str,
+ * bytes, complex, ...) is a TypeError naming the argument. */
+int
+efd_to_timeout(PyObject *obj, double *out)
 {
     double t;
     if (obj == NULL || obj == Py_None) {
         *out = EFD_FOREVER;
         return 0;
     }
-    if (PyFloat_CheckExact(obj))
-        t = PyFloat_AS_DOUBLE(obj);
-    else if (PyLong_Check(obj) || PyFloat_Check(obj)
-             || (!PyUnicode_Check(obj) && !PyBytes_Check(obj)
-                 && !PyComplex_Check(obj)   /* has nb_float before 3.10 */
-                 && Py_TYPE(obj)->tp_as_number != NULL
-                 && (Py_TYPE(obj)->tp_as_number->nb_float != NULL
-                     || Py_TYPE(obj)->tp_as_number->nb_index != NULL))) {
-        t = PyFloat_AsDouble(obj);
-        if (t == -1.0 && PyErr_Occurred()) {
-            if (PyErr_ExceptionMatches(PyExc_TypeError)) {
-                PyErr_Clear();
-                PyErr_Format(PyExc_TypeError,
-                             "timeout must be a number or None, not %.100s",
-                             Py_TYPE(obj)->tp_name);
-            }
-            else if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
-                PyErr_Clear();
-                /* An int too large for a double: it is positive or not. */
-                if (PyLong_Check(obj) && _PyLong_Sign(obj) > 0) {
-                    *out = EFD_FOREVER;
-                    return 0;
-                }
-                PyErr_SetString(PyExc_ValueError,
-                                "timeout must be a non-negative number");
-            }
-            return -1;
+    t = PyFloat_AsDouble(obj);
+    if (t == -1.0 && PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError,
+                         "timeout must be a number or None, not %.100s",
+                         Py_TYPE(obj)->tp_name);
         }
-    }
-    else {
-        PyErr_Format(PyExc_TypeError,
-                     "timeout must be a number or None, not %.100s",
-                     Py_TYPE(obj)->tp_name);
+        else if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            PyErr_Clear();
+            /* An int too large for a double: it is positive or not. */
+            if (PyLong_Check(obj) && _PyLong_Sign(obj) > 0) {
+                *out = EFD_FOREVER;
+                return 0;
+            }
+            PyErr_SetString(PyExc_ValueError,
+                            "timeout must be a non-negative number");
+        }
         return -1;
     }
     if (isnan(t)) {
@@ -387,11 +373,12 @@ choose_backend(efd_state *st, PyObject *arg, int semaphore)
 /* ---- construction ------------------------------------------------------ */
 
 static eventfd_object *
-alloc_object(PyTypeObject *type)
+alloc_object(PyTypeObject *type, efd_state *st)
 {
     eventfd_object *self = (eventfd_object *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
+    self->impl.pid = &st->pid;
     self->impl.ops = NULL;
     self->impl.fd = self->impl.wfd = self->impl.shmfd = -1;
     self->impl.shm = NULL;
@@ -433,17 +420,15 @@ eventfd_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     b = choose_backend(st, backend_obj, semaphore);
     if (b == NULL)
         return NULL;
-    self = alloc_object(type);
+    self = alloc_object(type, st);
     if (self == NULL)
         return NULL;
-    self->impl.pid = &st->pid;
     err = b->open(&self->impl, initval, semaphore, cloexec);
     if (err) {
         Py_DECREF(self);
         return efd_err_errno(err);
     }
     self->impl.ops = b;
-    self->impl.semaphore = semaphore;
     self->nonblocking = nonblocking;
     self->closed = 0;
     return (PyObject *)self;
@@ -453,18 +438,13 @@ eventfd_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
  * of unpickling in a multiprocessing child.  On success the object owns the
  * descriptors; on failure the caller still does. */
 static PyObject *
-adopt(PyTypeObject *type, const efd_backend *b, const int *fds, int nfds,
-      int semaphore, int nonblocking)
+adopt(PyTypeObject *type, efd_state *st, const efd_backend *b, const int *fds,
+      int nfds, int semaphore, int nonblocking)
 {
-    efd_state *st = efd_state_from_type(type);
-    eventfd_object *self;
+    eventfd_object *self = alloc_object(type, st);
     int err;
-    if (st == NULL)
-        return NULL;
-    self = alloc_object(type);
     if (self == NULL)
         return NULL;
-    self->impl.pid = &st->pid;
     err = b->adopt(&self->impl, fds, nfds, semaphore);
     if (err) {
         self->impl.fd = self->impl.wfd = self->impl.shmfd = -1;
@@ -520,7 +500,7 @@ eventfd_from_fd(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (fd_arg(fd_obj, "fd", &fd) < 0)
         return NULL;
     st = efd_state_from_type(type);
-    if (st == NULL || efd_probe(st) < 0)
+    if (st == NULL)
         return NULL;
     is_ev = efd_fd_is_eventfd(fd);
     if (is_ev < 0)
@@ -556,7 +536,7 @@ eventfd_from_fd(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     /* A normal-mode eventfd adopted as a semaphore: emulate, as on a kernel
      * without EFD_SEMAPHORE.  With no fdinfo to tell, trust the caller. */
-    return adopt(type,
+    return adopt(type, st,
                  (semaphore && kernel_sem == 0) ? &efd_backend_readback
                                                 : &efd_backend_eventfd,
                  &fd, 1, semaphore, nonblocking);
@@ -571,6 +551,7 @@ eventfd_from_fds(PyTypeObject *type, PyObject *args)
     const char *name;
     int semaphore, nonblocking, fds[3], n, i;
     const efd_backend *b;
+    efd_state *st;
 
     if (!PyArg_ParseTuple(args, "Ospp:_from_fds", &fds_obj, &name,
                           &semaphore, &nonblocking))
@@ -590,7 +571,10 @@ eventfd_from_fds(PyTypeObject *type, PyObject *args)
         if (fd_arg(PyTuple_GET_ITEM(fds_obj, i), "fd", &fds[i]) < 0)
             return NULL;
     }
-    return adopt(type, b, fds, n, semaphore, nonblocking);
+    st = efd_state_from_type(type);
+    if (st == NULL)
+        return NULL;
+    return adopt(type, st, b, fds, n, semaphore, nonblocking);
 }
 
 /* ---- methods ----------------------------------------------------------- */
@@ -629,7 +613,7 @@ eventfd_read_method(eventfd_object *self, PyObject *Py_UNUSED(ignored))
     uint64_t value = 0;
     int r;
     CHECK_OPEN(self);
-    r = efd_wait(self, 0, &value, !self->nonblocking, EFD_FOREVER);
+    r = efd_wait(self, EFD_OP_READ, &value, !self->nonblocking, EFD_FOREVER);
     if (r < 0)
         return NULL;
     if (r == 0)
@@ -645,12 +629,38 @@ eventfd_try_read(eventfd_object *self, PyObject *Py_UNUSED(ignored))
     uint64_t value = 0;
     int r;
     CHECK_OPEN(self);
-    r = efd_wait(self, 0, &value, 0, EFD_FOREVER);
+    r = efd_wait(self, EFD_OP_READ, &value, 0, EFD_FOREVER);
     if (r < 0)
         return NULL;
     if (r == 0)
         Py_RETURN_NONE;
     return PyLong_FromUnsignedLongLong(value);
+}
+
+/* _wait_readable(timeout=None) -> bool: wait until fileno() polls readable
+ * (the count is above zero), consuming nothing: efd.Event's wait().  The
+ * one wait loop, so close() from another thread and signals behave as in
+ * acquire(); timeout 0 only looks. */
+static PyObject *
+eventfd_wait_readable(eventfd_object *self, PyObject *const *args,
+                      Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const names[] = {"timeout", NULL};
+    PyObject *a[1];
+    double timeout = EFD_FOREVER;
+    uint64_t unused = 0;
+    int r;
+
+    if (efd_parse_args("_wait_readable", names, 1, args, nargs, kwnames,
+                       a) < 0)
+        return NULL;
+    if (efd_to_timeout(a[0], &timeout) < 0)
+        return NULL;
+    CHECK_OPEN(self);
+    r = efd_wait(self, EFD_OP_READY, &unused, timeout != 0, timeout);
+    if (r < 0)
+        return NULL;
+    return PyBool_FromLong(r);
 }
 
 static PyObject *
@@ -672,7 +682,7 @@ eventfd_write_method(eventfd_object *self, PyObject *const *args, Py_ssize_t nar
     CHECK_OPEN(self);
     if (value > EFD_MAX)
         return efd_err_errno(EINVAL);       /* the syscall's answer */
-    r = efd_wait(self, 1, &value, !self->nonblocking, EFD_FOREVER);
+    r = efd_wait(self, EFD_OP_WRITE, &value, !self->nonblocking, EFD_FOREVER);
     if (r < 0)
         return NULL;
     if (r == 0)
@@ -701,12 +711,12 @@ eventfd_acquire(eventfd_object *self, PyObject *const *args, Py_ssize_t nargs,
                                 "can't specify timeout for non-blocking acquire");
                 return NULL;
             }
-            if (to_timeout(a[1], &timeout) < 0)
+            if (efd_to_timeout(a[1], &timeout) < 0)
                 return NULL;
         }
     }
     CHECK_OPEN(self);
-    r = efd_wait(self, 0, &value, blocking, timeout);
+    r = efd_wait(self, EFD_OP_READ, &value, blocking, timeout);
     if (r < 0)
         return NULL;
     return PyBool_FromLong(r);
@@ -958,6 +968,10 @@ static PyMethodDef eventfd_methods[] = {
      METH_VARARGS | METH_CLASS, NULL},
     {"_try_read", (PyCFunction)eventfd_try_read, METH_NOARGS,
      "_try_read($self, /)\n--\n\nOne non-blocking read: the value taken, or None."},
+    {"_wait_readable", (PyCFunction)(void (*)(void))eventfd_wait_readable,
+     FASTKW,
+     "_wait_readable($self, /, timeout=None)\n--\n\n"
+     "Wait until fileno() polls readable, consuming nothing."},
     {"_fds", (PyCFunction)eventfd_fds, METH_NOARGS,
      "_fds($self, /)\n--\n\nAll descriptors behind the object (for pickling)."},
     {"_peek", (PyCFunction)eventfd_peek, METH_NOARGS,

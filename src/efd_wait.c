@@ -148,14 +148,28 @@ efd_object_close(eventfd_object *self)
 }
 
 static int
-attempt(efd_impl *impl, int for_write, uint64_t *value)
+attempt(efd_impl *impl, int op, uint64_t *value)
 {
-    return for_write ? impl->ops->try_write(impl, *value)
-                     : impl->ops->try_read(impl, value);
+    if (op == EFD_OP_READ)
+        return impl->ops->try_read(impl, value);
+    if (op == EFD_OP_WRITE)
+        return impl->ops->try_write(impl, *value);
+    {
+        /* EFD_OP_READY: does the readiness fd poll readable right now? */
+        efd_waitspec ws;
+        struct pollfd p;
+        impl->ops->waitspec(impl, 0, &ws);
+        p.fd = ws.fd;
+        p.events = POLLIN;
+        p.revents = 0;
+        if (poll(&p, 1, 0) < 0)
+            return errno;
+        return (p.revents & POLLIN) ? 0 : EAGAIN;
+    }
 }
 
 int
-efd_wait(eventfd_object *self, int for_write, uint64_t *value,
+efd_wait(eventfd_object *self, int op, uint64_t *value,
          int blocking, double timeout)
 {
     efd_impl *impl = &self->impl;
@@ -164,7 +178,7 @@ efd_wait(eventfd_object *self, int for_write, uint64_t *value,
     pid_t me;
 
     /* First try with the GIL held: no GIL round trip when it succeeds. */
-    err = attempt(impl, for_write, value);
+    err = attempt(impl, op, value);
     if (err == 0)
         return 1;
     if (err != EAGAIN && err != EINTR) {
@@ -197,7 +211,7 @@ efd_wait(eventfd_object *self, int for_write, uint64_t *value,
         int ms, n, saved_errno = 0, closed = 0;
 
         ms = remaining_ms(deadline, deadline >= 0 ? monotonic_ns() : 0);
-        impl->ops->waitspec(impl, for_write, &ws);
+        impl->ops->waitspec(impl, op == EFD_OP_WRITE, &ws);
         if (pollout_lies) {
             /* POLLOUT says "room for 1", not "room for value": when it has
              * already failed us, re-try in slices instead of spinning. */
@@ -219,7 +233,7 @@ efd_wait(eventfd_object *self, int for_write, uint64_t *value,
             saved_errno = errno;
         closed = LOAD(&self->closed);
         if (n >= 0 && !closed)
-            err = attempt(impl, for_write, value);
+            err = attempt(impl, op, value);
         Py_END_ALLOW_THREADS
 
         if (n >= 0 && !closed) {
@@ -232,7 +246,7 @@ efd_wait(eventfd_object *self, int for_write, uint64_t *value,
                 result = -1;
                 break;
             }
-            if (for_write && (pfd[0].revents & POLLOUT))
+            if (op == EFD_OP_WRITE && (pfd[0].revents & POLLOUT))
                 pollout_lies = 1;
         }
         if (closed) {
