@@ -30,6 +30,7 @@ sources = [
     "src/efd_wait.c",
     "src/efd_eventfd.c",
     "src/efd_readback.c",
+    "src/efd_shm.c",
     "src/efd_pipe.c",
 ]
 define_macros = []

@@ -21,13 +21,21 @@
 #define EFD_H
 
 #include <stdint.h>
+#include <stddef.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdatomic.h>
 
 #ifndef EFD_NO_EVENTFD
 #  if defined(__linux__)
 #    define EFD_HAVE_EVENTFD 1
 #  endif
+#endif
+
+/* Robust mutexes (POSIX.1-2008): glibc and musl have them; where a system
+ * lacks them, a death inside a shared lock would leave it held for good. */
+#if defined(__linux__)
+#  define EFD_ROBUST 1
 #endif
 
 /* The largest value an eventfd counter can hold (SPEC §1). */
@@ -118,6 +126,26 @@ void efd_ev_waitspec(efd_impl *impl, int for_write, efd_waitspec *ws);
 int efd_ev_peek(efd_impl *impl, uint64_t *value);
 int efd_ev_fds(efd_impl *impl, int *out, int max);
 void efd_ev_close(efd_impl *impl);
+
+/* Shared memory, robust locks and channels (efd_shm.c), for the backends
+ * that keep their count in memory and for the wait loop's wake-ups. */
+int efd_set_fd_flags(int fd, int cloexec, int nonblock);
+int efd_shm_new(size_t size, int cloexec, int *out_fd, void **out_map);
+int efd_shm_adopt(int fd, size_t size, void **out_map);
+int efd_robust_init(pthread_mutex_t *m);
+/* 0 (locked; *owner_died says whether the last owner died holding it, in
+ * which case the caller repairs and calls efd_robust_recovered), EBUSY
+ * after lock_ms, or an errno. */
+int efd_robust_lock(pthread_mutex_t *m, int lock_ms, int *owner_died);
+void efd_robust_recovered(pthread_mutex_t *m);
+/* A channel: an eventfd (rfd == wfd) where allowed and possible, else a
+ * non-blocking pipe.  put makes it readable, take undoes one put, drain
+ * empties it; none of them ever sleeps. */
+int efd_chan_open(int *rfd, int *wfd, int allow_eventfd, int cloexec);
+void efd_chan_close(int *rfd, int *wfd);
+void efd_chan_put(int rfd, int wfd);
+void efd_chan_take(int rfd, int wfd);
+void efd_chan_drain(int rfd);
 
 /* Close an fd, retrying nothing (POSIX leaves the fd closed on EINTR). */
 void efd_close_fd(int *fd);

@@ -32,39 +32,13 @@
  * bounded slices with the GIL released, between checks for signals, for
  * close() and for its deadline.
  */
-#define _GNU_SOURCE 1
 #include "efd.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <pthread.h>
 #include <stdatomic.h>
-#include <stdio.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
-
-#if defined(__linux__) && !defined(EFD_NO_MEMFD)
-#  include <sys/syscall.h>
-#  if defined(SYS_memfd_create)
-#    define EFD_HAVE_MEMFD 1
-#    ifndef MFD_CLOEXEC
-#      define MFD_CLOEXEC 0x0001U
-#    endif
-#  endif
-#endif
-
-/* Robust mutexes (POSIX.1-2008): glibc and musl have them; where a system
- * lacks them, a death inside the lock would leave it held for good. */
-#if defined(__linux__)
-#  define EFD_ROBUST 1
-#  ifndef RWF_NOWAIT
-#    define RWF_NOWAIT 0x00000008
-#  endif
-#endif
 
 #define EFD_SHM_MAGIC 0x65666472u   /* "efdr": the robust-mutex layout */
 
@@ -77,55 +51,14 @@ struct efd_shared {
 
 /* ---- the token --------------------------------------------------------- */
 
-/* A read that never sleeps, even if another holder of the pipe cleared
- * O_NONBLOCK on it. */
-static ssize_t
-read_nowait(int fd, void *buf, size_t n)
-{
-#ifdef EFD_ROBUST
-    struct iovec iov;
-    ssize_t r;
-    iov.iov_base = buf;
-    iov.iov_len = n;
-    r = preadv2(fd, &iov, 1, -1, RWF_NOWAIT);
-    if (r >= 0 || (errno != EOPNOTSUPP && errno != ENOSYS && errno != EINVAL))
-        return r;
-    if (efd_ensure_nonblock(fd) != 0)
-        return -1;
-#endif
-    return read(fd, buf, n);
-}
-
-static void
-token_put(efd_impl *impl)
-{
-    char b = 1;
-    ssize_t n;
-    do {
-        n = write(impl->wfd, &b, 1);
-    } while (n < 0 && errno == EINTR);
-}
-
-static void
-token_take(efd_impl *impl)
-{
-    char b;
-    ssize_t n;
-    do {
-        n = read_nowait(impl->fd, &b, 1);
-    } while (n < 0 && errno == EINTR);
-}
-
 /* Under the lock: make the pipe hold one byte iff the counter is > 0. */
 static void
 repair_locked(efd_impl *impl)
 {
-    char buf[64];
     (void)efd_ensure_nonblock(impl->wfd);
-    while (read_nowait(impl->fd, buf, sizeof(buf)) > 0)
-        ;
+    efd_chan_drain(impl->fd);
     if (atomic_load_explicit(&impl->shm->count, memory_order_acquire) > 0)
-        token_put(impl);
+        efd_chan_put(impl->fd, impl->wfd);
 }
 
 /* ---- the lock ---------------------------------------------------------- */
@@ -134,39 +67,13 @@ repair_locked(efd_impl *impl)
 static int
 shm_lock(efd_impl *impl, int lock_ms)
 {
-    pthread_mutex_t *m = &impl->shm->lock;
-    int r = pthread_mutex_trylock(m);
-
-    if (r == EBUSY && lock_ms > 0) {
-        struct timespec ts;
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 30)
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-#else
-        clock_gettime(CLOCK_REALTIME, &ts);
-#endif
-        ts.tv_sec += lock_ms / 1000;
-        ts.tv_nsec += (long)(lock_ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 30)
-        r = pthread_mutex_clocklock(m, CLOCK_MONOTONIC, &ts);
-#else
-        r = pthread_mutex_timedlock(m, &ts);
-#endif
-        if (r == ETIMEDOUT || r == EINTR)
-            r = EBUSY;
-    }
-#ifdef EFD_ROBUST
-    if (r == EOWNERDEAD) {
+    int died, r = efd_robust_lock(&impl->shm->lock, lock_ms, &died);
+    if (r == 0 && died) {
         /* Its owner died inside the locked section: the token may be
          * missing or stale.  Re-derive it, then mark the lock usable. */
         repair_locked(impl);
-        pthread_mutex_consistent(m);
-        r = 0;
+        efd_robust_recovered(&impl->shm->lock);
     }
-#endif
     return r;
 }
 
@@ -209,7 +116,7 @@ pipe_try_read(efd_impl *impl, uint64_t *value, int lock_ms)
     } while (!atomic_compare_exchange_weak_explicit(
                  count, &c, c - take, memory_order_acq_rel, memory_order_acquire));
     if (c == take)
-        token_take(impl);          /* the counter crossed to zero */
+        efd_chan_take(impl->fd, impl->wfd);   /* crossed to zero */
     shm_unlock(impl);
     *value = take;
     return 0;
@@ -245,7 +152,7 @@ pipe_try_write(efd_impl *impl, uint64_t value, int lock_ms)
     } while (!atomic_compare_exchange_weak_explicit(
                  count, &c, c + value, memory_order_acq_rel, memory_order_acquire));
     if (c == 0)
-        token_put(impl);           /* the counter crossed from zero */
+        efd_chan_put(impl->fd, impl->wfd);    /* crossed from zero */
     shm_unlock(impl);
     return 0;
 }
@@ -314,106 +221,26 @@ pipe_close(efd_impl *impl)
 /* ---- creation ---------------------------------------------------------- */
 
 static int
-set_fd_flags(int fd, int cloexec, int nonblock)
-{
-    int fl = fcntl(fd, F_GETFD);
-    if (fl < 0)
-        return errno;
-    fl = cloexec ? (fl | FD_CLOEXEC) : (fl & ~FD_CLOEXEC);
-    if (fcntl(fd, F_SETFD, fl) < 0)
-        return errno;
-    if (nonblock) {
-        fl = fcntl(fd, F_GETFL);
-        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-            return errno;
-    }
-    return 0;
-}
-
-/* An anonymous shared-memory file: memfd where present, else shm_open with
- * a name that is unlinked at once. */
-static int
-shm_create(int *out_fd)
-{
-    int fd = -1;
-#ifdef EFD_HAVE_MEMFD
-    fd = (int)syscall(SYS_memfd_create, "efd", MFD_CLOEXEC);
-#endif
-    if (fd < 0) {
-        struct timespec ts;
-        int attempt;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        for (attempt = 0; attempt < 100 && fd < 0; attempt++) {
-            char name[64];
-            snprintf(name, sizeof(name), "/efd-%ld-%lx-%d", (long)getpid(),
-                     (unsigned long)ts.tv_nsec ^ (unsigned long)(uintptr_t)out_fd,
-                     attempt);
-            fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
-            if (fd >= 0)
-                shm_unlink(name);
-            else if (errno != EEXIST)
-                return errno;
-        }
-        if (fd < 0)
-            return EEXIST;
-    }
-    *out_fd = fd;
-    return 0;
-}
-
-static int
-pipe_map(efd_impl *impl)
-{
-    void *p = mmap(NULL, sizeof(efd_shared), PROT_READ | PROT_WRITE,
-                   MAP_SHARED, impl->shmfd, 0);
-    if (p == MAP_FAILED)
-        return errno;
-    impl->shm = (efd_shared *)p;
-    return 0;
-}
-
-static int
 pipe_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec)
 {
-    int p[2] = {-1, -1};
+    void *map = NULL;
     int err;
-    pthread_mutexattr_t attr;
 
     impl->fd = impl->wfd = impl->shmfd = -1;
     impl->shm = NULL;
     impl->semaphore = semaphore;
-    if (pipe(p) < 0)
-        return errno;
-    impl->fd = p[0];
-    impl->wfd = p[1];
-    if ((err = set_fd_flags(impl->fd, cloexec, 1))
-            || (err = set_fd_flags(impl->wfd, cloexec, 1))
-            || (err = shm_create(&impl->shmfd))
-            || (err = set_fd_flags(impl->shmfd, cloexec, 0)))
+    if ((err = efd_chan_open(&impl->fd, &impl->wfd, 0, cloexec)) != 0)
+        return err;
+    if ((err = efd_shm_new(sizeof(efd_shared), cloexec, &impl->shmfd, &map)))
         goto fail;
-    if (ftruncate(impl->shmfd, (off_t)sizeof(efd_shared)) < 0) {
-        err = errno;
-        goto fail;
-    }
-    if ((err = pipe_map(impl)))
-        goto fail;
+    impl->shm = (efd_shared *)map;
     atomic_store(&impl->shm->count, initval);
-    if ((err = pthread_mutexattr_init(&attr)))
-        goto fail;
-    err = pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-#ifdef EFD_ROBUST
-    if (!err)
-        err = pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-#endif
-    if (!err)
-        err = pthread_mutex_init(&impl->shm->lock, &attr);
-    pthread_mutexattr_destroy(&attr);
-    if (err)
+    if ((err = efd_robust_init(&impl->shm->lock)) != 0)
         goto fail;
     impl->shm->magic = EFD_SHM_MAGIC;
     impl->shm->semaphore = (uint32_t)semaphore;
     if (initval > 0)
-        token_put(impl);
+        efd_chan_put(impl->fd, impl->wfd);
     return 0;
 fail:
     pipe_close(impl);
@@ -425,6 +252,7 @@ static int
 pipe_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore)
 {
     struct stat st;
+    void *map = NULL;
     int err;
 
     if (nfds != 3)
@@ -433,14 +261,14 @@ pipe_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore)
     impl->fd = impl->wfd = impl->shmfd = -1;
     impl->shm = NULL;
     if (fstat(fds[0], &st) < 0 || !S_ISFIFO(st.st_mode)
-            || fstat(fds[1], &st) < 0 || !S_ISFIFO(st.st_mode)
-            || fstat(fds[2], &st) < 0 || st.st_size < (off_t)sizeof(efd_shared))
+            || fstat(fds[1], &st) < 0 || !S_ISFIFO(st.st_mode))
         return errno ? errno : EINVAL;
     impl->fd = fds[0];
     impl->wfd = fds[1];
     impl->shmfd = fds[2];
-    if ((err = pipe_map(impl)))
+    if ((err = efd_shm_adopt(impl->shmfd, sizeof(efd_shared), &map)))
         goto fail;
+    impl->shm = (efd_shared *)map;
     if (impl->shm->magic != EFD_SHM_MAGIC) {
         err = EINVAL;
         goto fail;

@@ -38,10 +38,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifdef EFD_HAVE_EVENTFD
-#  include <sys/eventfd.h>
-#endif
-
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 
@@ -74,65 +70,6 @@ efd_self_pid(eventfd_object *self)
     return self->impl.pid != NULL ? *self->impl.pid : (uint32_t)getpid();
 }
 
-/* ---- wake channels ----------------------------------------------------- */
-
-static int
-wake_open(int *rfd, int *wfd)
-{
-    int p[2], i;
-#ifdef EFD_HAVE_EVENTFD
-    int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (fd >= 0) {
-        *rfd = *wfd = fd;
-        return 0;
-    }
-    /* Out of descriptors or memory is an error; anything else (a sandbox
-     * that refuses eventfd, for whatever reason) means: use a pipe. */
-    if (errno == EMFILE || errno == ENFILE || errno == ENOMEM)
-        return errno;
-#endif
-    if (pipe(p) < 0)
-        return errno;
-    for (i = 0; i < 2; i++) {
-        int fl = fcntl(p[i], F_GETFL);
-        (void)fcntl(p[i], F_SETFD, FD_CLOEXEC);
-        (void)fcntl(p[i], F_SETFL, fl | O_NONBLOCK);
-    }
-    *rfd = p[0];
-    *wfd = p[1];
-    return 0;
-}
-
-static void
-wake_close(int *rfd, int *wfd)
-{
-    if (*wfd != *rfd)
-        efd_close_fd(wfd);
-    efd_close_fd(rfd);
-    *wfd = -1;
-}
-
-static void
-wake_poke(int rfd, int wfd)
-{
-    if (rfd == wfd) {
-        uint64_t one = 1;
-        (void)!write(wfd, &one, sizeof(one));
-    }
-    else {
-        char b = 1;
-        (void)!write(wfd, &b, 1);
-    }
-}
-
-static void
-wake_drain(int rfd)
-{
-    char buf[64];
-    while (read(rfd, buf, sizeof(buf)) > 0)
-        ;
-}
-
 /* ---- who is inside the object ------------------------------------------ */
 
 /* The object was copied into this process by fork(): the waiters and users
@@ -144,13 +81,13 @@ forget_parent(eventfd_object *self, uint32_t me)
     efd_waiter *w;
     for (w = self->waiters; w != NULL; w = w->next) {
         int r = w->rfd, wr = w->wfd;
-        wake_close(&r, &wr);
+        efd_chan_close(&r, &wr);
     }
     self->waiters = NULL;
     self->users = 0;
     self->users_pid = me;
     if (self->spare_rfd >= 0 && self->spare_pid != me)
-        wake_close(&self->spare_rfd, &self->spare_wfd);
+        efd_chan_close(&self->spare_rfd, &self->spare_wfd);
 }
 
 static void
@@ -185,7 +122,7 @@ waiter_start(eventfd_object *self, efd_waiter *w, int op)
         w->wfd = self->spare_wfd;
         self->spare_rfd = self->spare_wfd = -1;
     }
-    else if ((err = wake_open(&w->rfd, &w->wfd)) != 0) {
+    else if ((err = efd_chan_open(&w->rfd, &w->wfd, 1, 1)) != 0) {
         efd_err_errno(err);
         return -1;
     }
@@ -207,14 +144,14 @@ waiter_end(eventfd_object *self, efd_waiter *w)
     if (w->next != NULL)
         w->next->pprev = w->pprev;
     if (LOAD(&w->poked))
-        wake_drain(w->rfd);
+        efd_chan_drain(w->rfd);
     if (self->spare_rfd < 0 && !self->closed) {
         self->spare_rfd = w->rfd;
         self->spare_wfd = w->wfd;
         self->spare_pid = efd_self_pid(self);
     }
     else
-        wake_close(&w->rfd, &w->wfd);
+        efd_chan_close(&w->rfd, &w->wfd);
     efd_leave(self);
 }
 
@@ -226,7 +163,7 @@ efd_wake_waiters(eventfd_object *self, int op)
     for (w = self->waiters; w != NULL; w = w->next) {
         if (op < 0 || w->op == op) {
             STORE(&w->poked, 1);
-            wake_poke(w->rfd, w->wfd);
+            efd_chan_put(w->rfd, w->wfd);
         }
     }
 }
@@ -281,7 +218,7 @@ efd_object_close(eventfd_object *self)
     }
     self->impl.fd = -1;
     if (self->spare_rfd >= 0)
-        wake_close(&self->spare_rfd, &self->spare_wfd);
+        efd_chan_close(&self->spare_rfd, &self->spare_wfd);
 }
 
 /* ---- the loop ---------------------------------------------------------- */
@@ -473,7 +410,7 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
             /* Drain first, then look at what the poke announced: whoever
              * pokes changes the state before writing. */
             STORE(&w.poked, 0);
-            wake_drain(w.rfd);
+            efd_chan_drain(w.rfd);
         }
         if (LOAD(&self->closed)) {
             efd_err_closed();
