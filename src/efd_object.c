@@ -86,6 +86,7 @@ alloc_object(PyTypeObject *type, efd_state *st)
     self->impl.ops = NULL;
     self->impl.fd = self->impl.wfd = self->impl.shmfd = -1;
     self->impl.cnt = NULL;
+    self->impl.limit = EFD_MAX;
     self->impl.nowait = 0;
     self->closed = 1;            /* until a backend has opened it */
     self->detached = 0;
