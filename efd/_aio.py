@@ -29,7 +29,7 @@ from . import _efd
 if TYPE_CHECKING:  # pragma: no cover
     from . import EventFD
 
-__all__ = ["check_timeout", "fail_waiters", "wait"]
+__all__ = ["check_timeout", "fail_waiters", "notify_watchers", "wait"]
 
 #: The live wait records, keyed by ``(EventFD, loop)``.  An entry exists only
 #: while at least one task waits (its frame holds the same two objects), so
@@ -146,6 +146,15 @@ class _Waiters:
             self.fail(exc)
             return
         if not queue and not self.watchers:
+            self.stop()
+
+    def notify(self) -> None:
+        """Resolve every watcher's future with True (the event was set)."""
+        watchers, self.watchers = self.watchers, []
+        for fut in watchers:
+            if not fut.done():
+                fut.set_result(True)
+        if not self.consumers and self.active:
             self.stop()
 
     def fail(self, exc: BaseException) -> None:
@@ -267,3 +276,35 @@ def fail_waiters(ev: "EventFD", closing: bool) -> None:
                 loop.call_soon_threadsafe(waiters.fail, exc)
             except RuntimeError:        # that loop is closed
                 waiters.stop()
+
+
+def notify_watchers(ev: "EventFD") -> None:
+    """Tell every task waiting for ``ev`` to poll readable that it did.
+
+    :meth:`efd.Event.set` calls this, so that a task waiting in
+    :meth:`efd.Event.wait_async` when the event is set returns True even if
+    :meth:`~efd.Event.clear` follows before its loop looks at the
+    descriptor (as with :class:`asyncio.Event`).  Safe from any thread:
+    loops running in other threads are handed the work with
+    ``call_soon_threadsafe``.  Consumers (:meth:`~efd.EventFD.acquire_async`)
+    are not touched.
+
+    Args:
+        ev: The object that was made readable.
+    """
+    if not _registry:
+        return
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    for (obj, loop), waiters in list(_registry.items()):
+        if obj is not ev or not waiters.watchers:
+            continue
+        if loop is running or not loop.is_running():
+            waiters.notify()
+        else:
+            try:
+                loop.call_soon_threadsafe(waiters.notify)
+            except RuntimeError:        # that loop is closed
+                pass
