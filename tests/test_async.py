@@ -270,7 +270,7 @@ def test_spurious_readiness_keeps_waiting(make, semaphore, aio):
         record._ready()                     # readiness with nothing there
         await asyncio.sleep(0.01)
         assert not task.done()
-        assert waiters_of(ev) is record and record.active
+        assert waiters_of(ev) is record and record.reading
         ev.release(2)
         got = await asyncio.wait_for(task, PROMPT)
         assert_nothing_left(loop, ev)
