@@ -6,33 +6,44 @@
  * readiness: it holds exactly one byte (the "token") while the counter is
  * > 0, so its read end -- what fileno() returns -- polls readable exactly
  * then.  Only POSIX interfaces are used: pipe, poll, mmap, shm_open (or
- * Linux's memfd_create where present), kill and sched_yield.
+ * Linux's memfd_create where present) and process-shared robust mutexes.
  *
  * Concurrency.  The counter only crosses zero (0 -> n, or n -> 0) under a
- * small lock in the shared page, and whoever crosses it moves the token in
- * the same locked section; so, outside that section, "token present" and
+ * lock in the shared page, and whoever crosses it moves the token in the
+ * same locked section; so, outside that section, "token present" and
  * "counter > 0" agree.  Every other change is one compare-and-swap with no
  * lock and no syscall: a semaphore acquire that leaves the counter above
  * zero, or a release onto a counter already above zero.
  *
- * The lock word holds the owner's pid (read from a cache the module keeps
- * current across fork(), so taking the lock costs no syscall).  The locked section is one
- * non-blocking pipe read or write, so the lock is short; a process killed
- * inside it would leave it held, so a waiter that finds the owner gone
- * (kill(pid, 0) == ESRCH) takes the lock over and re-derives the token from
- * the counter.
+ * Process death.  The lock is a process-shared robust mutex: if its owner
+ * dies -- SIGKILL at any instant, reaped or left a zombie, in any pid
+ * namespace -- the kernel marks it and the next process to lock it gets
+ * EOWNERDEAD, re-derives the token from the counter (the repair), and
+ * carries on.  A death outside the lock can only happen between atomic
+ * operations, which leave nothing half done.  Until somebody locks again,
+ * a token may be missing (count > 0) or stale (count == 0); waiters on the
+ * read end therefore re-check the counter every EFD_RECHECK_MS, and a
+ * waiter that polls readable but finds nothing repairs the token itself
+ * (efd_wait.c), so neither costs more than that interval.  Only the units
+ * in the dead process's hands are gone: the counter is never wrong.
+ *
+ * Nobody waits for the lock with the GIL held: every operation first only
+ * tries it (lock_ms == 0, EBUSY if held) and the caller waits for it in
+ * bounded slices with the GIL released, between checks for signals, for
+ * close() and for its deadline.
  */
+#define _GNU_SOURCE 1
 #include "efd.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
-#include <signal.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,55 +57,44 @@
 #  endif
 #endif
 
-#define EFD_SHM_MAGIC 0x65666470u   /* "efdp" */
+/* Robust mutexes (POSIX.1-2008): glibc and musl have them; where a system
+ * lacks them, a death inside the lock would leave it held for good. */
+#if defined(__linux__)
+#  define EFD_ROBUST 1
+#  ifndef RWF_NOWAIT
+#    define RWF_NOWAIT 0x00000008
+#  endif
+#endif
+
+#define EFD_SHM_MAGIC 0x65666472u   /* "efdr": the robust-mutex layout */
 
 struct efd_shared {
-    _Atomic uint64_t count;
-    _Atomic uint32_t lock;          /* 0, or the pid of the owner */
     uint32_t magic;
     uint32_t semaphore;
+    _Atomic uint64_t count;
+    pthread_mutex_t lock;           /* process-shared, robust */
 };
 
-/* ---- the lock ---------------------------------------------------------- */
-
-static void pipe_repair(efd_impl *impl);
-
-static void
-shm_lock(efd_impl *impl)
-{
-    efd_shared *s = impl->shm;
-    uint32_t me = *impl->pid;
-    unsigned int spins = 0;
-
-    for (;;) {
-        uint32_t owner = 0;
-        if (atomic_compare_exchange_weak_explicit(
-                &s->lock, &owner, me,
-                memory_order_acquire, memory_order_relaxed))
-            return;
-        if (++spins < 100)
-            continue;
-        if (owner != 0 && spins % 256 == 0 && owner != me
-                && kill((pid_t)owner, 0) < 0 && errno == ESRCH) {
-            /* The owner died inside the locked section: take over. */
-            if (atomic_compare_exchange_strong_explicit(
-                    &s->lock, &owner, me,
-                    memory_order_acquire, memory_order_relaxed)) {
-                pipe_repair(impl);
-                return;
-            }
-        }
-        sched_yield();
-    }
-}
-
-static void
-shm_unlock(efd_impl *impl)
-{
-    atomic_store_explicit(&impl->shm->lock, 0, memory_order_release);
-}
-
 /* ---- the token --------------------------------------------------------- */
+
+/* A read that never sleeps, even if another holder of the pipe cleared
+ * O_NONBLOCK on it. */
+static ssize_t
+read_nowait(int fd, void *buf, size_t n)
+{
+#ifdef EFD_ROBUST
+    struct iovec iov;
+    ssize_t r;
+    iov.iov_base = buf;
+    iov.iov_len = n;
+    r = preadv2(fd, &iov, 1, -1, RWF_NOWAIT);
+    if (r >= 0 || (errno != EOPNOTSUPP && errno != ENOSYS && errno != EINVAL))
+        return r;
+    if (efd_ensure_nonblock(fd) != 0)
+        return -1;
+#endif
+    return read(fd, buf, n);
+}
 
 static void
 token_put(efd_impl *impl)
@@ -112,29 +112,79 @@ token_take(efd_impl *impl)
     char b;
     ssize_t n;
     do {
-        n = read(impl->fd, &b, 1);
+        n = read_nowait(impl->fd, &b, 1);
     } while (n < 0 && errno == EINTR);
 }
 
 /* Under the lock: make the pipe hold one byte iff the counter is > 0. */
 static void
-pipe_repair(efd_impl *impl)
+repair_locked(efd_impl *impl)
 {
     char buf[64];
-    while (read(impl->fd, buf, sizeof(buf)) > 0)
+    (void)efd_ensure_nonblock(impl->wfd);
+    while (read_nowait(impl->fd, buf, sizeof(buf)) > 0)
         ;
     if (atomic_load_explicit(&impl->shm->count, memory_order_acquire) > 0)
         token_put(impl);
 }
 
+/* ---- the lock ---------------------------------------------------------- */
+
+/* Take the lock, waiting at most lock_ms for it: 0, EBUSY, or an errno. */
+static int
+shm_lock(efd_impl *impl, int lock_ms)
+{
+    pthread_mutex_t *m = &impl->shm->lock;
+    int r = pthread_mutex_trylock(m);
+
+    if (r == EBUSY && lock_ms > 0) {
+        struct timespec ts;
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 30)
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+#else
+        clock_gettime(CLOCK_REALTIME, &ts);
+#endif
+        ts.tv_sec += lock_ms / 1000;
+        ts.tv_nsec += (long)(lock_ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 30)
+        r = pthread_mutex_clocklock(m, CLOCK_MONOTONIC, &ts);
+#else
+        r = pthread_mutex_timedlock(m, &ts);
+#endif
+        if (r == ETIMEDOUT || r == EINTR)
+            r = EBUSY;
+    }
+#ifdef EFD_ROBUST
+    if (r == EOWNERDEAD) {
+        /* Its owner died inside the locked section: the token may be
+         * missing or stale.  Re-derive it, then mark the lock usable. */
+        repair_locked(impl);
+        pthread_mutex_consistent(m);
+        r = 0;
+    }
+#endif
+    return r;
+}
+
+static void
+shm_unlock(efd_impl *impl)
+{
+    pthread_mutex_unlock(&impl->shm->lock);
+}
+
 /* ---- operations -------------------------------------------------------- */
 
 static int
-pipe_try_read(efd_impl *impl, uint64_t *value)
+pipe_try_read(efd_impl *impl, uint64_t *value, int lock_ms)
 {
     _Atomic uint64_t *count = &impl->shm->count;
     uint64_t c = atomic_load_explicit(count, memory_order_acquire);
     uint64_t take;
+    int err;
 
     /* Fast path: a semaphore read that leaves the counter above zero. */
     while (impl->semaphore && c >= 2) {
@@ -147,7 +197,8 @@ pipe_try_read(efd_impl *impl, uint64_t *value)
     if (c == 0)
         return EAGAIN;
 
-    shm_lock(impl);
+    if ((err = shm_lock(impl, lock_ms)) != 0)
+        return err;
     c = atomic_load_explicit(count, memory_order_acquire);
     do {
         if (c == 0) {
@@ -165,10 +216,11 @@ pipe_try_read(efd_impl *impl, uint64_t *value)
 }
 
 static int
-pipe_try_write(efd_impl *impl, uint64_t value)
+pipe_try_write(efd_impl *impl, uint64_t value, int lock_ms)
 {
     _Atomic uint64_t *count = &impl->shm->count;
     uint64_t c;
+    int err;
 
     if (value == 0)
         return 0;
@@ -182,7 +234,8 @@ pipe_try_write(efd_impl *impl, uint64_t value)
             return 0;
     }
 
-    shm_lock(impl);
+    if ((err = shm_lock(impl, lock_ms)) != 0)
+        return err;
     c = atomic_load_explicit(count, memory_order_acquire);
     do {
         if (c > EFD_MAX - value) {
@@ -207,10 +260,25 @@ pipe_waitspec(efd_impl *impl, int for_write, efd_waitspec *ws)
         ws->slice_ms = 5;
     }
     else {
+        /* The token may be missing for a while after a death: look at the
+         * counter itself every EFD_RECHECK_MS as well. */
         ws->fd = impl->fd;
         ws->events = POLLIN;
-        ws->slice_ms = 0;
+        ws->slice_ms = EFD_RECHECK_MS;
     }
+}
+
+/* The read end polled readable, yet a read found nothing: the token may be
+ * stale (a process died between moving the counter to 0 and taking it). */
+static int
+pipe_repair(efd_impl *impl, int lock_ms)
+{
+    int err = shm_lock(impl, lock_ms);
+    if (err)
+        return err;
+    repair_locked(impl);
+    shm_unlock(impl);
+    return 0;
 }
 
 static int
@@ -309,6 +377,7 @@ pipe_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec)
 {
     int p[2] = {-1, -1};
     int err;
+    pthread_mutexattr_t attr;
 
     impl->fd = impl->wfd = impl->shmfd = -1;
     impl->shm = NULL;
@@ -329,7 +398,18 @@ pipe_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec)
     if ((err = pipe_map(impl)))
         goto fail;
     atomic_store(&impl->shm->count, initval);
-    atomic_store(&impl->shm->lock, 0);
+    if ((err = pthread_mutexattr_init(&attr)))
+        goto fail;
+    err = pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+#ifdef EFD_ROBUST
+    if (!err)
+        err = pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+#endif
+    if (!err)
+        err = pthread_mutex_init(&impl->shm->lock, &attr);
+    pthread_mutexattr_destroy(&attr);
+    if (err)
+        goto fail;
     impl->shm->magic = EFD_SHM_MAGIC;
     impl->shm->semaphore = (uint32_t)semaphore;
     if (initval > 0)
@@ -377,5 +457,5 @@ fail:
 
 const efd_backend efd_backend_pipe = {
     "pipe", 0, pipe_open, pipe_adopt, pipe_try_read, pipe_try_write,
-    pipe_waitspec, pipe_peek, pipe_fds, pipe_close,
+    pipe_waitspec, pipe_peek, pipe_repair, NULL, pipe_fds, pipe_close,
 };
