@@ -27,6 +27,7 @@ from efd import _aio
 
 from conftest import PROMPT, backend_unavailable
 from test_async import aio, until  # noqa: F401  (aio is a fixture)
+from test_dropins import make_event as new_event  # noqa: F401  (fixture)
 
 
 async def settle():
@@ -87,20 +88,6 @@ def new_sem(request, backend):
     yield factory
     for sem in made:
         sem.close()
-
-
-@pytest.fixture
-def new_event(backend):
-    made = []
-
-    def factory():
-        ev = efd.Event(backend=backend)
-        made.append(ev)
-        return ev
-
-    yield factory
-    for ev in made:
-        ev.close()
 
 
 # ---- SemaphoreTests ------------------------------------------------------
