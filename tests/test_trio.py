@@ -295,19 +295,29 @@ def _set(event):
     _aio.notify_watchers(event._ev)
 
 
+async def _wait_while(event, n, action):
+    # n tasks wait on `event` while `action()` (a coroutine function) runs;
+    # returns what each wait returned.
+    results = []
+
+    async def waiter():
+        results.append(await event.wait_async(PROMPT))
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(n):
+            nursery.start_soon(waiter)
+        await trio.sleep(0.02)
+        await action()
+    return results
+
+
 def test_event_wait_async(backend):
     async def main():
         event = efd.Event(backend=backend)
-        results = []
         try:
-            async def waiter():
-                results.append(await event.wait_async(PROMPT))
-
-            async with trio.open_nursery() as nursery:
-                for _ in range(5):
-                    nursery.start_soon(waiter)
-                await trio.sleep(0.02)
+            async def set_it():
                 _set(event)
+            results = await _wait_while(event, 5, set_it)
             assert event.is_set()           # waiters take nothing
             assert await event.wait_async() is True
             event.clear()
@@ -321,47 +331,27 @@ def test_event_wait_async(backend):
     assert run(main) == [True] * 5
 
 
-def test_event_set_then_clear_wakes_every_waiter(backend):
+@pytest.mark.parametrize("where", ["run", "thread"])
+def test_event_set_then_clear_wakes_every_waiter(backend, where):
+    # gh-57711: set(); clear() at once, from the run itself or from another
+    # thread: every task waiting at the set() returns True.
     async def main():
         event = efd.Event(backend=backend)
-        results = []
-        try:
-            async def waiter():
-                results.append(await event.wait_async(PROMPT))
 
-            async with trio.open_nursery() as nursery:
-                for _ in range(5):
-                    nursery.start_soon(waiter)
-                await trio.sleep(0.02)
-                _set(event)
-                event.clear()
-        finally:
-            event.close()
-        return results
-    assert run(main) == [True] * 5
+        def set_and_clear():
+            _set(event)
+            event.clear()
 
-
-def test_set_from_another_thread_wakes_trio_waiters(backend):
-    async def main():
-        event = efd.Event(backend=backend)
-        results = []
-        try:
-            async def waiter():
-                results.append(await event.wait_async(PROMPT))
-
-            async with trio.open_nursery() as nursery:
-                for _ in range(3):
-                    nursery.start_soon(waiter)
-                await trio.sleep(0.02)
-
-                def set_and_clear():
-                    _set(event)
-                    event.clear()
+        async def action():
+            if where == "run":
+                set_and_clear()
+            else:
                 await trio.to_thread.run_sync(set_and_clear)
+        try:
+            return await _wait_while(event, 5, action)
         finally:
             event.close()
-        return results
-    assert run(main) == [True] * 3
+    assert run(main) == [True] * 5
 
 
 def test_close_in_the_run_wakes_waiters(new_sem):
