@@ -79,7 +79,7 @@ class EventFD(_CEventFD):
             if self.acquire(False):
                 return True
         elif self.closed:
-            raise ValueError("I/O operation on closed EventFD")
+            raise ValueError(_aio._CLOSED_MESSAGE)
         if seconds == 0:
             return False
         return await _aio.wait(self, seconds, True) is not None
