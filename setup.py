@@ -30,7 +30,9 @@ sources = [
     "src/efd_wait.c",
     "src/efd_eventfd.c",
     "src/efd_readback.c",
+    "src/efd_shm.c",
     "src/efd_pipe.c",
+    "src/efd_futex.c",
 ]
 define_macros = []
 extra_compile_args = ["-std=gnu11", "-fvisibility=hidden"]

@@ -85,7 +85,7 @@ alloc_object(PyTypeObject *type, efd_state *st)
     self->impl.pid = &st->pid;
     self->impl.ops = NULL;
     self->impl.fd = self->impl.wfd = self->impl.shmfd = -1;
-    self->impl.shm = NULL;
+    self->impl.cnt = NULL;
     self->impl.nowait = 0;
     self->closed = 1;            /* until a backend has opened it */
     self->detached = 0;
@@ -146,8 +146,7 @@ eventfd_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     err = b->open(&self->impl, initval, semaphore, cloexec);
     if (err) {
         Py_DECREF(self);
-        if (b != &efd_backend_pipe && err != EMFILE && err != ENFILE
-                && err != ENOMEM)
+        if (err != EMFILE && err != ENFILE && err != ENOMEM)
             return efd_err_unavailable(b->name, err, semaphore);
         return efd_err_errno(err);
     }
@@ -310,6 +309,8 @@ static PyObject *
 eventfd_fileno(eventfd_object *self, PyObject *Py_UNUSED(ignored))
 {
     CHECK_OPEN(self);
+    if (self->impl.ops->arm != NULL)
+        self->impl.ops->arm(&self->impl);   /* readiness follows the count */
     return PyLong_FromLong(self->impl.fd);
 }
 
@@ -456,7 +457,7 @@ eventfd_release(eventfd_object *self, PyObject *const *args, Py_ssize_t nargs,
     static const char *const names[] = {"n", NULL};
     PyObject *a[1];
     uint64_t n = 1;
-    int r;
+    int err;
 
     if (nargs > 0 || kwnames != NULL) {
         if (efd_parse_args("release", names, 1, args, nargs, kwnames, a) < 0)
@@ -482,17 +483,13 @@ eventfd_release(eventfd_object *self, PyObject *const *args, Py_ssize_t nargs,
         }
     }
     CHECK_OPEN(self);
-    if (n <= EFD_MAX) {
-        /* Never waits for room; waits only for the pipe backend's shared
-         * lock (bounded slices, GIL released), and runs without the GIL on
-         * the kernel backends (see first_attempt in efd_wait.c). */
-        r = efd_wait(self, EFD_OP_RELEASE, &n, 1, EFD_FOREVER);
-        if (r > 0)
-            Py_RETURN_NONE;
-        if (!PyErr_ExceptionMatches(PyExc_BlockingIOError))
-            return NULL;
-        PyErr_Clear();
-    }
+    /* One try, never waiting (on the kernel backends without the GIL: see
+     * efd_attempt). */
+    err = n <= EFD_MAX ? efd_attempt(self, EFD_OP_WRITE, &n) : EAGAIN;
+    if (err == 0)
+        Py_RETURN_NONE;
+    if (err != EAGAIN)
+        return efd_err_errno(err);
     PyErr_Format(PyExc_ValueError,
                  "release(%llu) would pass the maximum count 2**64 - 2",
                  (unsigned long long)n);
@@ -643,9 +640,10 @@ eventfd_dealloc(eventfd_object *self)
         return;
     if (self->weakreflist != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
-    self->users = 0;
-    self->waiters = NULL;
-    if (!self->closed || self->impl.fd >= 0 || self->spare_rfd >= 0)
+    if (self->users_pid == efd_self_pid(self))
+        self->users = 0;      /* nobody can be inside: they hold references */
+    if (!self->closed || self->impl.fd >= 0 || self->spare_rfd >= 0
+            || self->waiters != NULL)
         efd_object_close(self);
 #if PY_VERSION_HEX < 0x03090000
     Py_CLEAR(self->module);

@@ -74,12 +74,11 @@ rb_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec)
 }
 
 static int
-rb_try_read(efd_impl *impl, uint64_t *value, int lock_ms)
+rb_try_read(efd_impl *impl, uint64_t *value)
 {
     uint64_t c, h;
     int err;
 
-    (void)lock_ms;
     rb_flush(impl);
     if (impl->semaphore) {
         /* Units this object could not write back are taken first. */
@@ -107,9 +106,8 @@ rb_try_read(efd_impl *impl, uint64_t *value, int lock_ms)
 }
 
 static int
-rb_try_write(efd_impl *impl, uint64_t value, int lock_ms)
+rb_try_write(efd_impl *impl, uint64_t value)
 {
-    (void)lock_ms;
     rb_flush(impl);
     return efd_kernel_write(impl->fd, value);
 }
@@ -143,14 +141,15 @@ rb_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore)
 
 const efd_backend efd_backend_readback = {
     "eventfd-readback", 1, rb_open, rb_adopt, rb_try_read, rb_try_write,
-    efd_ev_waitspec, rb_peek, NULL, rb_pending, efd_ev_fds, efd_ev_close,
+    efd_ev_waitspec, rb_peek, NULL, rb_pending, NULL, NULL, NULL, NULL,
+    efd_ev_fds, efd_ev_close,
 };
 
 #else
 
 const efd_backend efd_backend_readback = {
     "eventfd-readback", 1, NULL, NULL, NULL, NULL,
-    NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 };
 
 #endif

@@ -159,7 +159,9 @@ efd_to_timeout(PyObject *obj, double *out)
                 return 0;
             }
             PyErr_Format(PyExc_ValueError,
-                         "timeout must be a non-negative number, not %R", obj);
+                         "timeout must be a non-negative number, not a "
+                         "negative %.100s too large for a float",
+                         Py_TYPE(obj)->tp_name);
         }
         return -1;
     }

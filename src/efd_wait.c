@@ -4,13 +4,14 @@
  *
  *   1. Try the operation once, with the GIL held (no GIL round trip when it
  *      succeeds or when the caller does not want to wait).  Nothing done
- *      with the GIL held ever sleeps: kernel reads use RWF_NOWAIT, and a
- *      shared lock (pipe backend) is only tried.
- *   2. Otherwise, with the GIL released, poll() the backend's readiness fd
- *      and this waiter's own wake channel until the deadline, and try again
+ *      with the GIL held ever sleeps: kernel reads use RWF_NOWAIT, and no
+ *      backend operation waits for anything (efd.h).
+ *   2. Otherwise, with the GIL released, sleep until the deadline -- in
+ *      poll() on the backend's readiness fd and this waiter's own wake
+ *      channel, or in the backend's own block() (futex) -- and try again
  *      after each wake-up, still without the GIL.  A backend may ask for a
- *      re-try every slice_ms even without a wake-up (pipe: a dead process
- *      may owe a token; writes: nothing signals "room for n").
+ *      re-try every slice_ms even without a wake-up (memory backends: a
+ *      dead process may owe a wake-up; writes: nothing signals "room").
  *   3. EINTR, or any wake-up: take the GIL, run the signal handlers
  *      (PEP 475).  A handler that raises ends the wait with its exception
  *      and nothing consumed; a handler that returns lets the wait go on
@@ -37,10 +38,6 @@
 #include <math.h>
 #include <time.h>
 #include <unistd.h>
-
-#ifdef EFD_HAVE_EVENTFD
-#  include <sys/eventfd.h>
-#endif
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
@@ -74,65 +71,6 @@ efd_self_pid(eventfd_object *self)
     return self->impl.pid != NULL ? *self->impl.pid : (uint32_t)getpid();
 }
 
-/* ---- wake channels ----------------------------------------------------- */
-
-static int
-wake_open(int *rfd, int *wfd)
-{
-    int p[2], i;
-#ifdef EFD_HAVE_EVENTFD
-    int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (fd >= 0) {
-        *rfd = *wfd = fd;
-        return 0;
-    }
-    /* Out of descriptors or memory is an error; anything else (a sandbox
-     * that refuses eventfd, for whatever reason) means: use a pipe. */
-    if (errno == EMFILE || errno == ENFILE || errno == ENOMEM)
-        return errno;
-#endif
-    if (pipe(p) < 0)
-        return errno;
-    for (i = 0; i < 2; i++) {
-        int fl = fcntl(p[i], F_GETFL);
-        (void)fcntl(p[i], F_SETFD, FD_CLOEXEC);
-        (void)fcntl(p[i], F_SETFL, fl | O_NONBLOCK);
-    }
-    *rfd = p[0];
-    *wfd = p[1];
-    return 0;
-}
-
-static void
-wake_close(int *rfd, int *wfd)
-{
-    if (*wfd != *rfd)
-        efd_close_fd(wfd);
-    efd_close_fd(rfd);
-    *wfd = -1;
-}
-
-static void
-wake_poke(int rfd, int wfd)
-{
-    if (rfd == wfd) {
-        uint64_t one = 1;
-        (void)!write(wfd, &one, sizeof(one));
-    }
-    else {
-        char b = 1;
-        (void)!write(wfd, &b, 1);
-    }
-}
-
-static void
-wake_drain(int rfd)
-{
-    char buf[64];
-    while (read(rfd, buf, sizeof(buf)) > 0)
-        ;
-}
-
 /* ---- who is inside the object ------------------------------------------ */
 
 /* The object was copied into this process by fork(): the waiters and users
@@ -141,16 +79,17 @@ wake_drain(int rfd)
 static void
 forget_parent(eventfd_object *self, uint32_t me)
 {
-    efd_waiter *w;
-    for (w = self->waiters; w != NULL; w = w->next) {
-        int r = w->rfd, wr = w->wfd;
-        wake_close(&r, &wr);
+    efd_waiter *w = self->waiters, *next;
+    for (; w != NULL; w = next) {
+        next = w->next;
+        efd_chan_close(&w->rfd, &w->wfd);
+        PyMem_RawFree(w);
     }
     self->waiters = NULL;
     self->users = 0;
     self->users_pid = me;
     if (self->spare_rfd >= 0 && self->spare_pid != me)
-        wake_close(&self->spare_rfd, &self->spare_wfd);
+        efd_chan_close(&self->spare_rfd, &self->spare_wfd);
 }
 
 static void
@@ -175,19 +114,32 @@ efd_leave(eventfd_object *self)
         efd_object_close(self);
 }
 
-static int
-waiter_start(eventfd_object *self, efd_waiter *w, int op)
+/* Waiter records live on the heap, not on the waiting thread's stack: a
+ * fork child walks its parent's list to close its copies of their wake
+ * channels, and the child's C library may already have handed the parent
+ * thread's (copied) stack to a new thread. */
+static efd_waiter *
+waiter_start(eventfd_object *self, int op)
 {
+    efd_waiter *w;
     int err;
     check_fork(self);
-    if (self->spare_rfd >= 0) {
+    w = (efd_waiter *)PyMem_RawMalloc(sizeof(efd_waiter));
+    if (w == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    if (self->impl.ops->block != NULL)
+        w->rfd = w->wfd = -1;           /* it sleeps in block(), not poll() */
+    else if (self->spare_rfd >= 0) {
         w->rfd = self->spare_rfd;
         w->wfd = self->spare_wfd;
         self->spare_rfd = self->spare_wfd = -1;
     }
-    else if ((err = wake_open(&w->rfd, &w->wfd)) != 0) {
+    else if ((err = efd_chan_open(&w->rfd, &w->wfd, 1, 1)) != 0) {
+        PyMem_RawFree(w);
         efd_err_errno(err);
-        return -1;
+        return NULL;
     }
     w->poked = 0;
     w->op = op;
@@ -197,7 +149,7 @@ waiter_start(eventfd_object *self, efd_waiter *w, int op)
         self->waiters->pprev = &w->next;
     self->waiters = w;
     self->users++;
-    return 0;
+    return w;
 }
 
 static void
@@ -206,15 +158,20 @@ waiter_end(eventfd_object *self, efd_waiter *w)
     *w->pprev = w->next;
     if (w->next != NULL)
         w->next->pprev = w->pprev;
-    if (LOAD(&w->poked))
-        wake_drain(w->rfd);
-    if (self->spare_rfd < 0 && !self->closed) {
+    if (w->rfd < 0)
+        ;
+    else if (LOAD(&w->poked))
+        efd_chan_drain(w->rfd);
+    if (w->rfd < 0)
+        ;
+    else if (self->spare_rfd < 0 && !self->closed) {
         self->spare_rfd = w->rfd;
         self->spare_wfd = w->wfd;
         self->spare_pid = efd_self_pid(self);
     }
     else
-        wake_close(&w->rfd, &w->wfd);
+        efd_chan_close(&w->rfd, &w->wfd);
+    PyMem_RawFree(w);
     efd_leave(self);
 }
 
@@ -222,13 +179,22 @@ void
 efd_wake_waiters(eventfd_object *self, int op)
 {
     efd_waiter *w;
+    int sleepers = 0;
     check_fork(self);
     for (w = self->waiters; w != NULL; w = w->next) {
-        if (op < 0 || w->op == op) {
+        if (op >= 0 && w->op != op)
+            continue;
+        if (w->rfd < 0)
+            sleepers = 1;
+        else {
             STORE(&w->poked, 1);
-            wake_poke(w->rfd, w->wfd);
+            efd_chan_put(w->rfd, w->wfd);
         }
     }
+    /* Sleepers in block() share one wake-up word with every process:
+     * wake them all; those of other processes look and sleep again. */
+    if (sleepers)
+        self->impl.ops->interrupt(&self->impl, 1);
 }
 
 /* Units this process holds outside the counter (eventfd-readback) go back
@@ -281,7 +247,7 @@ efd_object_close(eventfd_object *self)
     }
     self->impl.fd = -1;
     if (self->spare_rfd >= 0)
-        wake_close(&self->spare_rfd, &self->spare_wfd);
+        efd_chan_close(&self->spare_rfd, &self->spare_wfd);
 }
 
 /* ---- the loop ---------------------------------------------------------- */
@@ -305,47 +271,32 @@ ready_now(efd_impl *impl)
 }
 
 static int
-attempt(efd_impl *impl, int op, uint64_t *value, int lock_ms)
+attempt(efd_impl *impl, int op, uint64_t *value)
 {
     switch (op) {
     case EFD_OP_READ:
-        return impl->ops->try_read(impl, value, lock_ms);
+        return impl->ops->try_read(impl, value);
     case EFD_OP_WRITE:
-    case EFD_OP_RELEASE:
-        return impl->ops->try_write(impl, *value, lock_ms);
+        return impl->ops->try_write(impl, *value);
     default:
         return ready_now(impl);
     }
 }
 
-/* The first try.  Writes on the kernel backends run without the GIL: a
- * write to a full counter whose O_NONBLOCK someone cleared would sleep in
- * the kernel, and a release may wake a thread of this process that can
- * then take the GIL at once. */
-static int
-first_attempt(eventfd_object *self, int op, uint64_t *value)
+int
+efd_attempt(eventfd_object *self, int op, uint64_t *value)
 {
     efd_impl *impl = &self->impl;
     int err;
-    if (!impl->ops->syscall_always || (op != EFD_OP_WRITE && op != EFD_OP_RELEASE))
-        return attempt(impl, op, value, 0);
+    if (!impl->ops->syscall_always || op != EFD_OP_WRITE)
+        return attempt(impl, op, value);
+    /* Writes on the kernel backends run without the GIL: a write to a full
+     * counter whose O_NONBLOCK someone cleared would sleep in the kernel,
+     * and a thread of this process that the write wakes can then take the
+     * GIL at once (a cross-thread ping-pong costs half as much). */
     efd_enter(self);
     Py_BEGIN_ALLOW_THREADS
-    err = attempt(impl, op, value, 0);
-    Py_END_ALLOW_THREADS
-    efd_leave(self);
-    return err;
-}
-
-/* The shared lock was busy and the caller does not wait for units: wait
- * for the lock alone, a bounded time, without the GIL. */
-static int
-attempt_past_lock(eventfd_object *self, int op, uint64_t *value)
-{
-    int err;
-    efd_enter(self);
-    Py_BEGIN_ALLOW_THREADS
-    err = attempt(&self->impl, op, value, EFD_RECHECK_MS);
+    err = attempt(impl, op, value);
     Py_END_ALLOW_THREADS
     efd_leave(self);
     return err;
@@ -365,26 +316,14 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
     efd_impl *impl = &self->impl;
     int64_t deadline = -1;
     uint64_t generation = LOAD(&self->generation);
-    int err, result, pollout_lies = 0, retry_now;
-    efd_waiter w;
+    int err, result, pollout_lies = 0, first;
+    uint32_t ticket = 0;
+    efd_waiter *w;
 
-    err = first_attempt(self, op, value);
-    if (!blocking && err == EBUSY) {
-        err = attempt_past_lock(self, op, value);
-        if (LOAD(&self->closed)) {
-            if (err == 0)
-                return 1;               /* done before close() got in */
-            efd_err_closed();
-            return -1;
-        }
-        if (err == EBUSY)
-            return 0;
-    }
+    err = efd_attempt(self, op, value);
     if (err == 0)
         return 1;
-    if (err == EAGAIN && op == EFD_OP_RELEASE)
-        return fail(EAGAIN);
-    if (err != EAGAIN && err != EBUSY && err != EINTR)
+    if (err != EAGAIN && err != EINTR)
         return fail(err);
     if (!blocking)
         return 0;
@@ -402,67 +341,70 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
                 deadline = -1;
         }
     }
-    if (waiter_start(self, &w, op) < 0)
+    if ((w = waiter_start(self, op)) == NULL)
         return -1;
     if (impl->ops->syscall_always)
         (void)efd_ensure_nonblock(impl->fd);   /* see efd_eventfd.c */
-    retry_now = (err == EBUSY);
+    /* block() backends: the first pass only takes a ticket and looks (the
+     * close and count checks above came before any ticket). */
+    first = impl->ops->block != NULL;
 
     for (;;) {
         efd_waitspec ws;
         struct pollfd pfd[2];
-        int ms, lock_ms, n, saved_errno = 0, closed;
+        int ms, n, saved_errno = 0, closed;
 
         ms = remaining_ms(deadline);
-        lock_ms = (ms < 0 || ms > EFD_RECHECK_MS) ? EFD_RECHECK_MS : ms;
-        impl->ops->waitspec(impl, op == EFD_OP_WRITE || op == EFD_OP_RELEASE,
-                            &ws);
-        if (op == EFD_OP_RELEASE || pollout_lies) {
-            /* A release waits for the shared lock only; and POLLOUT says
-             * "room for 1", not "room for value": once it has failed us,
-             * re-try in slices instead of spinning. */
+        impl->ops->waitspec(impl, op == EFD_OP_WRITE, &ws);
+        if (pollout_lies) {
+            /* POLLOUT says "room for 1", not "room for value": once it has
+             * failed us, re-try in slices instead of spinning. */
             ws.fd = -1;
-            ws.slice_ms = op == EFD_OP_RELEASE ? EFD_RECHECK_MS : 5;
+            ws.slice_ms = 5;
         }
         if (ws.slice_ms > 0 && (ms < 0 || ms > ws.slice_ms))
             ms = ws.slice_ms;
-        if (retry_now)
-            ms = 0;                     /* the lock was busy: no poll wait */
         pfd[0].fd = ws.fd;
         pfd[0].events = ws.events;
         pfd[0].revents = 0;
-        pfd[1].fd = w.rfd;
+        pfd[1].fd = w->rfd;
         pfd[1].events = POLLIN;
         pfd[1].revents = 0;
 
         Py_BEGIN_ALLOW_THREADS
-        n = poll(pfd, 2, ms);
+        if (impl->ops->block == NULL)
+            n = poll(pfd, 2, ms);
+        else if (first)
+            n = 0;
+        else {
+            int kind = op == EFD_OP_READY ? EFD_BLOCK_READY
+                     : op == EFD_OP_READ ? EFD_BLOCK_READ : EFD_BLOCK_WRITE;
+            saved_errno = impl->ops->block(impl, kind, ticket, ms);
+            n = saved_errno ? -1 : 0;
+            errno = saved_errno;
+        }
         if (n < 0)
             saved_errno = errno;
+        if (impl->ops->ticket != NULL)
+            ticket = impl->ops->ticket(impl);   /* before every look below */
         closed = LOAD(&self->closed);
         if (n >= 0 && !closed) {
-            err = attempt(impl, op, value, lock_ms);
+            err = attempt(impl, op, value);
             /* Readable, yet nothing there: the readiness may be stale
-             * (pipe: a process died between its two steps). */
+             * (memory backends: a process died before its sync). */
             if (err == EAGAIN && impl->ops->repair != NULL
                     && (pfd[0].revents & POLLIN))
-                (void)impl->ops->repair(impl, lock_ms);
+                (void)impl->ops->repair(impl);
         }
         Py_END_ALLOW_THREADS
 
-        retry_now = 0;
+        first = 0;
         if (n >= 0 && !closed) {
             if (err == 0) {
                 result = 1;
                 break;
             }
-            if (err == EAGAIN && op == EFD_OP_RELEASE) {
-                result = fail(EAGAIN);
-                break;
-            }
-            if (err == EBUSY)
-                retry_now = 1;
-            else if (err != EAGAIN && err != EINTR) {
+            if (err != EAGAIN && err != EINTR) {
                 result = fail(err);
                 break;
             }
@@ -472,8 +414,8 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
         if (n > 0 && (pfd[1].revents & POLLIN)) {
             /* Drain first, then look at what the poke announced: whoever
              * pokes changes the state before writing. */
-            STORE(&w.poked, 0);
-            wake_drain(w.rfd);
+            STORE(&w->poked, 0);
+            efd_chan_drain(w->rfd);
         }
         if (LOAD(&self->closed)) {
             efd_err_closed();
@@ -506,6 +448,9 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
         }
     }
 
-    waiter_end(self, &w);
+    if (result != 1 && op == EFD_OP_READ && impl->ops->interrupt != NULL
+            && !self->closed)
+        impl->ops->interrupt(impl, 0);  /* pass on a wake-up meant for us */
+    waiter_end(self, w);
     return result;
 }

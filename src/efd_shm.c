@@ -1,0 +1,488 @@
+/*
+ * efd_shm.c -- the count in shared memory, which the pipe and futex
+ * backends share, and the "channels" they and the wait loop use.
+ *
+ * The count.  A page of shared memory (memfd where present, else an
+ * unlinked shm_open object) holds the count, changed only by compare-and-
+ * swap: a read takes 1 (semaphore mode) or everything, a write adds, and
+ * neither ever waits or makes a system call on its own.  So the count is
+ * never wrong, whatever happens to the processes sharing it: a change is
+ * one atomic instruction, done or not done.
+ *
+ * Readiness.  The object owns a channel -- a descriptor that is readable
+ * while it holds a "token" -- which fileno() returns, so that select, poll
+ * and event loops can wait for the count to be above zero.  Once the page
+ * is "armed" (from the start for the pipe backend; from the first fileno()
+ * for the futex backend, whose own waiters do not need it), whoever moves
+ * the count across zero brings the token in step with it (sync_token):
+ * it marks readiness `dirty` and, if the page's small lock is free, puts or
+ * takes the token to match the count as it is now, then unlocks and looks
+ * at `dirty` again, since someone may have crossed meanwhile.  If the lock
+ * is busy it leaves the work to the holder, which will see `dirty` when it
+ * unlocks.  Nobody ever waits for the lock, so a process stopped or killed
+ * while holding it blocks nobody.
+ *
+ * What can lag, and for how long.  Readiness is in step with the count
+ * except (a) for the instant between a crossing and its sync, (b) after a
+ * process is killed between a crossing and its sync, and (c) after one is
+ * killed or stopped while it holds the lock.  The lock is a process-shared
+ * robust mutex: after (c) the next process to take it is told that the
+ * owner died (EOWNERDEAD), drains the channel and re-derives the token.
+ * For (b) and a stopped holder, the token is repaired by the next crossing
+ * or by a waiter: efd's own waiters on the channel look at the count at
+ * least every EFD_RECHECK_MS, and one that finds the channel readable but
+ * the count zero syncs (repair).  A missing token therefore costs a waiter
+ * at most that interval, and a stale one costs nothing but a repair.
+ *
+ * Channels.  A channel is an eventfd (rfd == wfd) where allowed and
+ * possible, else a non-blocking pipe; it also serves as each waiting
+ * thread's wake-up in efd_wait.c.
+ */
+#define _GNU_SOURCE 1
+#include "efd.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef EFD_HAVE_EVENTFD
+#  include <sys/eventfd.h>
+#endif
+
+#if defined(__linux__) && !defined(EFD_NO_MEMFD)
+#  include <sys/syscall.h>
+#  if defined(SYS_memfd_create)
+#    define EFD_HAVE_MEMFD 1
+#    ifndef MFD_CLOEXEC
+#      define MFD_CLOEXEC 0x0001U
+#    endif
+#  endif
+#endif
+
+#if defined(__linux__)
+#  ifndef RWF_NOWAIT
+#    define RWF_NOWAIT 0x00000008
+#  endif
+#endif
+
+int
+efd_set_fd_flags(int fd, int cloexec, int nonblock)
+{
+    int fl = fcntl(fd, F_GETFD);
+    if (fl < 0)
+        return errno;
+    fl = cloexec ? (fl | FD_CLOEXEC) : (fl & ~FD_CLOEXEC);
+    if (fcntl(fd, F_SETFD, fl) < 0)
+        return errno;
+    if (nonblock) {
+        fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+            return errno;
+    }
+    return 0;
+}
+
+/* ---- shared memory ----------------------------------------------------- */
+
+/* An anonymous shared-memory file: memfd where present, else shm_open with
+ * a name that is unlinked at once. */
+static int
+shm_create(int *out_fd)
+{
+    int fd = -1;
+#ifdef EFD_HAVE_MEMFD
+    fd = (int)syscall(SYS_memfd_create, "efd", MFD_CLOEXEC);
+#endif
+    if (fd < 0) {
+        struct timespec ts;
+        int attempt;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        for (attempt = 0; attempt < 100 && fd < 0; attempt++) {
+            char name[64];
+            snprintf(name, sizeof(name), "/efd-%ld-%lx-%d", (long)getpid(),
+                     (unsigned long)ts.tv_nsec ^ (unsigned long)(uintptr_t)out_fd,
+                     attempt);
+            fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+            if (fd >= 0)
+                shm_unlink(name);
+            else if (errno != EEXIST)
+                return errno;
+        }
+        if (fd < 0)
+            return EEXIST;
+    }
+    *out_fd = fd;
+    return 0;
+}
+
+static int
+shm_new(size_t size, int cloexec, int *out_fd, void **out_map)
+{
+    int fd = -1, err;
+    void *p;
+    if ((err = shm_create(&fd)) != 0)
+        return err;
+    if ((err = efd_set_fd_flags(fd, cloexec, 0)) != 0)
+        goto fail;
+    if (ftruncate(fd, (off_t)size) < 0) {
+        err = errno;
+        goto fail;
+    }
+    p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        err = errno;
+        goto fail;
+    }
+    *out_fd = fd;
+    *out_map = p;
+    return 0;
+fail:
+    efd_close_fd(&fd);
+    return err;
+}
+
+static int
+shm_adopt(int fd, size_t size, void **out_map)
+{
+    struct stat st;
+    void *p;
+    if (fstat(fd, &st) < 0)
+        return errno;
+    if (!S_ISREG(st.st_mode) || st.st_size < (off_t)size)
+        return EINVAL;
+    p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+        return errno;
+    *out_map = p;
+    return 0;
+}
+
+/* ---- the lock ---------------------------------------------------------- */
+
+static int
+lock_init(pthread_mutex_t *m)
+{
+    pthread_mutexattr_t attr;
+    int err = pthread_mutexattr_init(&attr);
+    if (err)
+        return err;
+    err = pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+#ifdef EFD_ROBUST
+    if (!err)
+        err = pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+#endif
+    if (!err)
+        err = pthread_mutex_init(m, &attr);
+    pthread_mutexattr_destroy(&attr);
+    return err;
+}
+
+/* ---- channels ---------------------------------------------------------- */
+
+int
+efd_chan_open(int *rfd, int *wfd, int allow_eventfd, int cloexec)
+{
+    int p[2], i, err;
+#ifdef EFD_HAVE_EVENTFD
+    if (allow_eventfd) {
+        int fd = eventfd(0, (cloexec ? EFD_CLOEXEC : 0) | EFD_NONBLOCK);
+        if (fd >= 0) {
+            *rfd = *wfd = fd;
+            return 0;
+        }
+        /* Out of descriptors or memory is an error; anything else (a
+         * sandbox that refuses eventfd, whatever it answers) means: use a
+         * pipe. */
+        if (errno == EMFILE || errno == ENFILE || errno == ENOMEM)
+            return errno;
+    }
+#else
+    (void)allow_eventfd;
+#endif
+    if (pipe(p) < 0)
+        return errno;
+    for (i = 0; i < 2; i++) {
+        if ((err = efd_set_fd_flags(p[i], cloexec, 1)) != 0) {
+            efd_close_fd(&p[0]);
+            efd_close_fd(&p[1]);
+            return err;
+        }
+    }
+    *rfd = p[0];
+    *wfd = p[1];
+    return 0;
+}
+
+void
+efd_chan_close(int *rfd, int *wfd)
+{
+    if (*wfd != *rfd)
+        efd_close_fd(wfd);
+    efd_close_fd(rfd);
+    *wfd = -1;
+}
+
+void
+efd_chan_put(int rfd, int wfd)
+{
+    ssize_t n;
+    if (rfd == wfd) {
+        uint64_t one = 1;
+        do {
+            n = write(wfd, &one, sizeof(one));
+        } while (n < 0 && errno == EINTR);
+    }
+    else {
+        char b = 1;
+        do {
+            n = write(wfd, &b, 1);
+        } while (n < 0 && errno == EINTR);
+    }
+}
+
+/* A read that never sleeps, even if another holder of the descriptor
+ * cleared O_NONBLOCK on it. */
+static ssize_t
+read_nowait(int fd, void *buf, size_t n)
+{
+#if defined(__linux__)
+    struct iovec iov;
+    ssize_t r;
+    iov.iov_base = buf;
+    iov.iov_len = n;
+    r = preadv2(fd, &iov, 1, -1, RWF_NOWAIT);
+    if (r >= 0 || (errno != EOPNOTSUPP && errno != ENOSYS && errno != EINVAL))
+        return r;
+    if (efd_ensure_nonblock(fd) != 0)
+        return -1;
+#endif
+    return read(fd, buf, n);
+}
+
+void
+efd_chan_take(int rfd, int wfd)
+{
+    /* An eventfd channel (normal mode) hands over everything in one read;
+     * a pipe token is one byte. */
+    char buf[8];
+    ssize_t n;
+    do {
+        n = read_nowait(rfd, buf, rfd == wfd ? 8 : 1);
+    } while (n < 0 && errno == EINTR);
+}
+
+void
+efd_chan_drain(int rfd)
+{
+    char buf[64];
+    ssize_t n;
+    do {
+        n = read_nowait(rfd, buf, sizeof(buf));
+    } while (n > 0 || (n < 0 && errno == EINTR));
+}
+
+/* ---- the count --------------------------------------------------------- */
+
+/* Under the lock: the channel holds a token iff the count is above zero.
+ * After a death inside the lock the token's state is unknown: drain. */
+static void
+sync_locked(efd_impl *impl, int owner_died)
+{
+    struct efd_count *c = impl->cnt;
+    int want;
+    if (owner_died) {
+        efd_chan_drain(impl->fd);
+        c->token = 0;
+    }
+    want = atomic_load(&c->count) > 0;
+    if (want && !c->token) {
+        efd_chan_put(impl->fd, impl->wfd);
+        c->token = 1;
+    }
+    else if (!want && c->token) {
+        efd_chan_take(impl->fd, impl->wfd);
+        c->token = 0;
+    }
+}
+
+/* Bring readiness in step with the count, never waiting for the lock. */
+static void
+sync_token(efd_impl *impl)
+{
+    struct efd_count *c = impl->cnt;
+    atomic_store(&c->dirty, 1);
+    for (;;) {
+        int r = pthread_mutex_trylock(&c->lock), died = 0;
+#ifdef EFD_ROBUST
+        if (r == EOWNERDEAD) {
+            died = 1;
+            r = 0;
+        }
+#endif
+        if (r != 0)
+            return;     /* busy: its holder looks at `dirty` after unlocking */
+        atomic_store(&c->dirty, 0);
+        sync_locked(impl, died);
+#ifdef EFD_ROBUST
+        if (died)
+            pthread_mutex_consistent(&c->lock);
+#endif
+        pthread_mutex_unlock(&c->lock);
+        if (!atomic_load(&c->dirty))
+            return;
+    }
+}
+
+static inline void
+crossed(efd_impl *impl)
+{
+    if (atomic_load(&impl->cnt->armed))
+        sync_token(impl);
+}
+
+int
+efd_count_try_read(efd_impl *impl, uint64_t *value)
+{
+    _Atomic uint64_t *count = &impl->cnt->count;
+    uint64_t c = atomic_load(count), take;
+    do {
+        if (c == 0)
+            return EAGAIN;
+        take = impl->semaphore ? 1 : c;
+    } while (!atomic_compare_exchange_weak(count, &c, c - take));
+    if (c == take)
+        crossed(impl);
+    *value = take;
+    return 0;
+}
+
+int
+efd_count_try_write(efd_impl *impl, uint64_t value)
+{
+    _Atomic uint64_t *count = &impl->cnt->count;
+    uint64_t c;
+    if (value == 0)
+        return 0;
+    c = atomic_load(count);
+    do {
+        if (c > EFD_MAX - value)
+            return EAGAIN;
+    } while (!atomic_compare_exchange_weak(count, &c, c + value));
+    if (c == 0)
+        crossed(impl);
+    return 0;
+}
+
+int
+efd_count_peek(efd_impl *impl, uint64_t *value)
+{
+    *value = atomic_load(&impl->cnt->count);
+    return 0;
+}
+
+int
+efd_count_repair(efd_impl *impl)
+{
+    crossed(impl);
+    return 0;
+}
+
+void
+efd_count_arm(efd_impl *impl)
+{
+    struct efd_count *c = impl->cnt;
+    if (!atomic_load(&c->armed)) {
+        atomic_store(&c->armed, 1);
+        sync_token(impl);
+    }
+}
+
+int
+efd_count_fds(efd_impl *impl, int *out, int max)
+{
+    int n = impl->wfd != impl->fd ? 3 : 2;
+    if (max < n)
+        return 0;
+    out[0] = impl->shmfd;
+    out[1] = impl->fd;
+    if (n == 3)
+        out[2] = impl->wfd;
+    return n;
+}
+
+void
+efd_count_close(efd_impl *impl)
+{
+    if (impl->cnt != NULL) {
+        munmap((void *)impl->cnt, sizeof(struct efd_count));
+        impl->cnt = NULL;
+    }
+    efd_chan_close(&impl->fd, &impl->wfd);
+    efd_close_fd(&impl->shmfd);
+}
+
+int
+efd_count_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec,
+               uint32_t magic, int channel_eventfd, int armed)
+{
+    void *map = NULL;
+    struct efd_count *c;
+    int err;
+
+    impl->fd = impl->wfd = impl->shmfd = -1;
+    impl->cnt = NULL;
+    impl->semaphore = semaphore;
+    if ((err = shm_new(sizeof(struct efd_count), cloexec, &impl->shmfd, &map)))
+        return err;
+    impl->cnt = c = (struct efd_count *)map;
+    if ((err = lock_init(&c->lock)) != 0
+            || (err = efd_chan_open(&impl->fd, &impl->wfd, channel_eventfd,
+                                    cloexec)) != 0) {
+        efd_count_close(impl);
+        return err;
+    }
+    atomic_store(&c->count, initval);
+    c->semaphore = (uint32_t)semaphore;
+    if (armed && initval > 0) {
+        efd_chan_put(impl->fd, impl->wfd);
+        c->token = 1;
+    }
+    atomic_store(&c->armed, (uint32_t)armed);
+    c->magic = magic;
+    return 0;
+}
+
+/* Adopt (shared page, channel read end[, its write end]) as listed by
+ * efd_count_fds().  On failure the caller still owns the fds. */
+int
+efd_count_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore,
+                uint32_t magic)
+{
+    void *map = NULL;
+    int err;
+
+    impl->fd = impl->wfd = impl->shmfd = -1;
+    impl->cnt = NULL;
+    if (nfds != 2 && nfds != 3)
+        return EINVAL;
+    if (fcntl(fds[1], F_GETFD) < 0 || (nfds == 3 && fcntl(fds[2], F_GETFD) < 0))
+        return errno;
+    if ((err = shm_adopt(fds[0], sizeof(struct efd_count), &map)))
+        return err;
+    if (((struct efd_count *)map)->magic != magic) {
+        munmap(map, sizeof(struct efd_count));
+        return EINVAL;
+    }
+    impl->cnt = (struct efd_count *)map;
+    impl->shmfd = fds[0];
+    impl->fd = fds[1];
+    impl->wfd = nfds == 3 ? fds[2] : fds[1];
+    impl->semaphore = semaphore >= 0 ? semaphore : (int)impl->cnt->semaphore;
+    return 0;
+}
