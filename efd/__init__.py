@@ -48,18 +48,21 @@ class EventFD(_CEventFD):
     async def acquire_async(self, timeout: Optional[float] = None) -> bool:
         """Take what :meth:`acquire` takes, waiting in the running event loop.
 
-        The first try is one non-blocking read, so a coroutine that finds a
-        unit never touches the loop.  Otherwise the task waits through the
-        loop's reader callback on :meth:`fileno` (no threads): all the tasks
-        of one loop waiting on one object share one registration and are
-        served in the order they started waiting.  A task that is cancelled
-        consumes nothing: a unit already read for it goes to the next waiter
-        or back to the counter.  The loop's reader is removed once nobody
-        waits.
+        Works under asyncio (and uvloop), trio, and anyio on either backend.
+        When no earlier task of the same loop is queued, the first try is
+        one non-blocking read, so a coroutine that finds a unit never
+        touches the loop.  Otherwise the task waits through the loop's own
+        readiness primitive on :meth:`fileno` (no threads), and the tasks of
+        one loop are served strictly in the order they started waiting: a
+        newcomer never takes a unit while earlier tasks of its loop are
+        queued for one.  A task that is cancelled consumes nothing: a unit
+        already read for it goes to the next waiter or back to the counter.
+        The loop stops watching the descriptor once nobody waits.
 
         Args:
-            timeout: Seconds to wait at most (monotonic); ``None`` or
-                infinity waits without limit, ``0`` only tries.
+            timeout: Seconds to wait at most (monotonic, never less);
+                ``None`` or infinity waits without limit, ``0`` only tries
+                (and, with earlier tasks queued, gives up at once).
 
         Returns:
             True when a unit (in semaphore mode) or the whole count was
@@ -71,10 +74,14 @@ class EventFD(_CEventFD):
             TypeError: ``timeout`` is not a number.
             NotImplementedError: The running loop cannot watch file
                 descriptors (such as the Windows proactor loop).
+            RuntimeError: No supported async library runs the task.
         """
         seconds = None if timeout is None else _aio.check_timeout(timeout)
-        if self.acquire(False):
-            return True
+        if not (_aio._registry and _aio.queued(self)):
+            if self.acquire(False):
+                return True
+        elif self.closed:
+            raise ValueError("I/O operation on closed EventFD")
         if seconds == 0:
             return False
         return await _aio.wait(self, seconds, True) is not None
@@ -82,10 +89,11 @@ class EventFD(_CEventFD):
     async def read_async(self) -> int:
         """One read, as :meth:`read` does, waiting in the running event loop.
 
-        Waits like :meth:`acquire_async` when there is nothing to read,
-        whatever :attr:`nonblocking` says.  If the task is cancelled after
-        the read was made for it, the value goes to the next waiter or back
-        to the counter.
+        Waits like :meth:`acquire_async` when there is nothing to read, or
+        when earlier tasks of the same loop are queued, whatever
+        :attr:`nonblocking` says.  If the task is cancelled after the read
+        was made for it, the value goes to the next waiter or back to the
+        counter.
 
         Returns:
             The value read: 1 in semaphore mode, the whole count otherwise.
@@ -95,10 +103,12 @@ class EventFD(_CEventFD):
                 waits.
             NotImplementedError: The running loop cannot watch file
                 descriptors.
+            RuntimeError: No supported async library runs the task.
         """
-        value = self._try_read()
-        if value is not None:
-            return value
+        if not (_aio._registry and _aio.queued(self)):
+            value = self._try_read()
+            if value is not None:
+                return value
         result: int = await _aio.wait(self, None, True)
         return result
 
@@ -106,15 +116,20 @@ class EventFD(_CEventFD):
         """Close the descriptor(s); calling it again does nothing.
 
         Threads blocked in this object wake with :class:`ValueError`, and so
-        do tasks waiting in :meth:`acquire_async` or :meth:`read_async`,
-        whose loops stop watching the descriptor.
+        do tasks waiting in :meth:`acquire_async`, :meth:`read_async` or
+        :meth:`efd.Event.wait_async`.  Every event loop stops watching the
+        descriptor *before* it is closed: loops running in other threads
+        are asked to, and waited for (up to a second each; see
+        :doc:`asyncio`), so that no loop keeps a registration for a
+        descriptor that a forked child or a ``dup`` still holds open.
         """
-        if _aio._registry:
-            _aio.fail_waiters(self, True)
+        if self.closed:
+            return
+        _aio.begin_close(self)
+        try:
             super().close()
-            _aio.fail_waiters(self, False)
-        else:
-            super().close()
+        finally:
+            _aio.end_close(self)
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
