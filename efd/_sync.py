@@ -427,6 +427,8 @@ class Event(_OnEventFD):
         ev = self._ev
         if not self._readable(ev.fileno()):
             ev.release()
+        ev._notify()
+        _aio.notify_watchers(ev)
 
     def clear(self) -> None:
         """Reset the flag: waiters block again until :meth:`set`.

@@ -861,3 +861,28 @@ def test_event_set_before_wait_then_clear_is_not_seen(make_event):
     t0 = time.monotonic()
     assert event.wait(0.05) is False
     assert time.monotonic() - t0 >= 0.045
+
+
+def test_event_set_then_clear_wakes_waiting_tasks(make_event, aio):
+    # set() also resolves the tasks of this process waiting in wait_async,
+    # from the loop's thread or from another one, clear() or not.
+    async def main():
+        event = make_event()
+        results = []
+        for setter in ("loop", "thread"):
+            tasks = [asyncio.ensure_future(event.wait_async(PROMPT))
+                     for _ in range(5)]
+            await asyncio.sleep(0.05)
+            assert not any(t.done() for t in tasks)
+            if setter == "loop":
+                event.set()
+                event.clear()
+            else:
+                t = threading.Thread(target=lambda: (event.set(),
+                                                     event.clear()))
+                t.start()
+                t.join(PROMPT)
+            results.append(await asyncio.gather(*tasks))
+            assert not event.is_set()
+        return results
+    assert aio(main) == [[True] * 5] * 2
