@@ -24,6 +24,10 @@ from . import MAX, EventFD, _aio
 __all__ = ["Semaphore", "BoundedSemaphore", "Event"]
 
 _POLLIN = select.POLLIN
+
+#: Backends whose count is in shared memory, so that _peek() is one load
+#: (the kernel counters' _peek() reads /proc/self/fdinfo instead).
+_COUNT_IN_MEMORY = frozenset(("pipe", "futex"))
 _INF = float("inf")
 
 #: threading's classes have had a repr of their own since Python 3.11.
@@ -383,11 +387,6 @@ class Event(_OnEventFD):
     def _describe(self) -> str:
         return "set" if self.is_set() else "unset"
 
-    def _readable(self, fd: int) -> bool:
-        poller = select.poll()
-        poller.register(fd, _POLLIN)
-        return bool(poller.poll(0))
-
     def is_set(self) -> bool:
         """Whether the flag is set (in any process sharing the event).
 
@@ -397,7 +396,15 @@ class Event(_OnEventFD):
         Raises:
             ValueError: The event is closed.
         """
-        return self._readable(self._ev.fileno())
+        ev = self._ev
+        if ev.backend in _COUNT_IN_MEMORY:
+            # One load from the shared count; asking for fileno() would arm
+            # the readiness descriptor that these backends keep only for
+            # those who watch it.
+            return ev._peek() != 0
+        poller = select.poll()
+        poller.register(ev.fileno(), _POLLIN)
+        return bool(poller.poll(0))
 
     def isSet(self) -> bool:
         """Deprecated alias of :meth:`is_set`, as in :mod:`threading`.
@@ -425,7 +432,7 @@ class Event(_OnEventFD):
             ValueError: The event is closed.
         """
         ev = self._ev
-        if not self._readable(ev.fileno()):
+        if not self.is_set():
             ev.release()
         ev._notify()
         _aio.notify_watchers(ev)
