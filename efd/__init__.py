@@ -29,7 +29,9 @@ __all__ = [
     "eventfd",
     "eventfd_read",
     "eventfd_write",
+    "MAX",
     "Semaphore",
+    "BoundedSemaphore",
     "Event",
 ]
 
@@ -175,4 +177,15 @@ def _rebuild(dupfds, backend, semaphore, nonblocking):
 
 
 # The drop-ins are built on EventFD, so they come last.
-from ._sync import Event, Semaphore  # noqa: E402
+from ._sync import BoundedSemaphore, Event, Semaphore  # noqa: E402
+
+# Names needed only to build the module go; dir(efd) lists the public API,
+# the submodules and the module's dunders (not the helpers that pickling
+# must still find here, such as _rebuild).
+del Optional, _CEventFD
+
+
+def __dir__():
+    return sorted(name for name, value in globals().items()
+                  if name in __all__ or name.startswith("__")
+                  or getattr(value, "__name__", None) == __name__ + "." + name)
