@@ -47,7 +47,8 @@ struct efd_count {
     _Atomic uint64_t count;
     _Atomic uint32_t armed;         /* readiness is kept in step */
     _Atomic uint32_t dirty;         /* readiness may lag: sync it */
-    uint32_t token;                 /* under `lock`: the channel is readable */
+    _Atomic uint32_t token;         /* the channel holds the token (changed
+                                     * only under `lock`) */
     /* futex backend */
     _Atomic uint32_t seq;           /* the futex word */
     _Atomic uint32_t sleepers;      /* readers in FUTEX_WAIT */
@@ -72,13 +73,15 @@ typedef struct efd_impl {
      * 0 if the kernel lacks it (reads then poll first). */
     int nowait;
     /* eventfd-readback: units a semaphore read took but could not write
-     * back yet (the counter was full), and the process they belong to: a
-     * fork child starts with none (its parent gives them back). */
+     * back yet (the counter was full), and the process (`proc`) they belong
+     * to: a fork child starts with none (its parent gives them back). */
     _Atomic uint64_t held;
-    _Atomic uint32_t held_pid;
-    /* This process's pid, kept current across fork() by the module (a
-     * getpid() syscall per operation would cost too much). */
-    const volatile uint32_t *pid;
+    _Atomic uint32_t held_proc;
+    /* Which process this is, as far as state copied by fork() goes: a
+     * number the module bumps in every fork child, so that it differs from
+     * every ancestor's (a pid would not: pids are reused).  Read without a
+     * syscall. */
+    const volatile uint32_t *proc;
 } efd_impl;
 
 /* What a block() sleeper waits for. */

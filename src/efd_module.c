@@ -282,7 +282,11 @@ static PyObject *
 efd_fn_after_fork(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
     efd_state *st = (efd_state *)PyModule_GetState(module);
-    st->pid = (uint32_t)getpid();
+    /* A new process: state that objects recorded for the parent (waiters,
+     * spare wake channels, readback's held units) is not ours, and a child
+     * may sandbox itself before it makes an EventFD: probe again. */
+    st->proc++;
+    st->probed = 0;
     Py_RETURN_NONE;
 }
 
@@ -305,11 +309,12 @@ static PyMethodDef efd_functions[] = {
      "_check_timeout($module, timeout, /)\n--\n\n"
      "acquire()'s reading of a timeout: seconds as a float, or None."},
     {"_after_fork_child", (PyCFunction)efd_fn_after_fork, METH_NOARGS,
-     "_after_fork_child($module, /)\n--\n\nRefresh the cached pid."},
+     "_after_fork_child($module, /)\n--\n\n"
+     "Start this fork child's own process state (see efd_impl.proc)."},
     {NULL, NULL, 0, NULL},
 };
 
-/* Keep st->pid current in fork children: os.register_at_fork runs the hook
+/* Bump st->proc in fork children: os.register_at_fork runs the hook
  * after every fork Python makes (os.fork, multiprocessing). */
 static int
 register_fork_hook(PyObject *module)
@@ -379,7 +384,7 @@ efd_exec(PyObject *module)
 
     st->probed = 0;
     st->nowait = -1;
-    st->pid = (uint32_t)getpid();
+    st->proc = 1;
     if (register_fork_hook(module) < 0)
         return -1;
 #if PY_VERSION_HEX >= 0x03090000

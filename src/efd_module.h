@@ -23,7 +23,9 @@ typedef struct {
     int err_plain;     /* errno of eventfd2(0, CLOEXEC|NONBLOCK); 0: works */
     int err_sem;       /* errno of the same with EFD_SEMAPHORE; 0: works */
     int nowait;        /* -1 not asked yet; else efd_kernel_nowait_works() */
-    volatile uint32_t pid;  /* getpid(), refreshed in a fork child */
+    /* This process among its ancestors: 1 at import, bumped in every fork
+     * child (see efd_impl.proc). */
+    volatile uint32_t proc;
 } efd_state;
 
 /* One thread waiting in efd_wait() with the GIL released.  The record is
@@ -37,7 +39,14 @@ typedef struct efd_waiter {
     int rfd, wfd;       /* the wake channel: one eventfd (rfd == wfd) or a pipe */
     int poked;          /* written since it was drained */
     int op;             /* what it waits for (EFD_OP_*) */
+    int kind;           /* EFD_WAITER_* */
 } efd_waiter;
+
+/* How a waiter sleeps: in poll() with its wake channel; in poll() without
+ * one (none could be opened: out of descriptors), looking at the closed
+ * flag and the generation every EFD_NOCHAN_MS; or in the backend's block(). */
+enum { EFD_WAITER_CHANNEL, EFD_WAITER_NOCHANNEL, EFD_WAITER_BLOCK };
+#define EFD_NOCHAN_MS 50
 
 typedef struct {
     PyObject_HEAD
@@ -49,13 +58,13 @@ typedef struct {
      * syscall on its descriptor).  close() leaves the descriptors to the
      * last of them, so no number can be recycled under anyone's feet. */
     int users;
-    uint32_t users_pid;   /* the process they belong to (fork) */
+    uint32_t users_proc;   /* the process they belong to (fork) */
     efd_waiter *waiters;  /* those of them that sleep in poll() */
     int spare_rfd, spare_wfd;  /* one wake channel kept for the next waiter */
-    uint32_t spare_pid;
+    uint32_t spare_proc;
     uint64_t generation;  /* bumped by _notify(): Event.set() in this process */
 #if PY_VERSION_HEX < 0x03090000
-    PyObject *module;  /* 3.8: keeps the state impl.pid points into alive */
+    PyObject *module;  /* 3.8: keeps the state impl.proc points into alive */
 #endif
     PyObject *weakreflist;
 } eventfd_object;
@@ -103,8 +112,8 @@ int efd_to_timeout(PyObject *obj, double *out);
  * wake the waiters and leave the final close to the last of them. */
 void efd_object_close(eventfd_object *self);
 
-/* This process's pid, from the module's fork-refreshed cache. */
-uint32_t efd_self_pid(eventfd_object *self);
+/* This process's number among its ancestors (efd_impl.proc). */
+uint32_t efd_self_proc(eventfd_object *self);
 
 /* ---- errors (efd_errors.c) ---- */
 

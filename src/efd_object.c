@@ -82,7 +82,7 @@ alloc_object(PyTypeObject *type, efd_state *st)
     eventfd_object *self = (eventfd_object *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
-    self->impl.pid = &st->pid;
+    self->impl.proc = &st->proc;
     self->impl.ops = NULL;
     self->impl.fd = self->impl.wfd = self->impl.shmfd = -1;
     self->impl.cnt = NULL;
@@ -91,10 +91,10 @@ alloc_object(PyTypeObject *type, efd_state *st)
     self->closed = 1;            /* until a backend has opened it */
     self->detached = 0;
     self->users = 0;
-    self->users_pid = st->pid;
+    self->users_proc = st->proc;
     self->waiters = NULL;
     self->spare_rfd = self->spare_wfd = -1;
-    self->spare_pid = 0;
+    self->spare_proc = 0;
     self->generation = 0;
     self->weakreflist = NULL;
 #if PY_VERSION_HEX < 0x03090000
@@ -555,7 +555,7 @@ eventfd_detach(eventfd_object *self, PyObject *Py_UNUSED(ignored))
                         "read first");
         return NULL;
     }
-    if (self->users > 0 && self->users_pid == efd_self_pid(self)) {
+    if (self->users > 0 && self->users_proc == efd_self_proc(self)) {
         fd = fcntl(self->impl.fd, F_DUPFD_CLOEXEC, 0);
         if (fd < 0)
             return PyErr_SetFromErrno(PyExc_OSError);
@@ -648,7 +648,7 @@ eventfd_dealloc(eventfd_object *self)
         return;
     if (self->weakreflist != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
-    if (self->users_pid == efd_self_pid(self))
+    if (self->users_proc == efd_self_proc(self))
         self->users = 0;      /* nobody can be inside: they hold references */
     if (!self->closed || self->impl.fd >= 0 || self->spare_rfd >= 0
             || self->waiters != NULL)

@@ -339,10 +339,16 @@ sync_token(efd_impl *impl)
     }
 }
 
+/* After a change that left the count at `now`: sync readiness if it
+ * disagrees -- which a crossing of zero makes so, and which a process that
+ * died before its sync leaves so, for whoever comes next to notice. */
 static inline void
-crossed(efd_impl *impl)
+after_change(efd_impl *impl, uint64_t now)
 {
-    if (atomic_load(&impl->cnt->armed))
+    struct efd_count *c = impl->cnt;
+    if (atomic_load(&c->armed)
+            && (now > 0) != (atomic_load_explicit(&c->token,
+                                                  memory_order_relaxed) != 0))
         sync_token(impl);
 }
 
@@ -356,8 +362,7 @@ efd_count_try_read(efd_impl *impl, uint64_t *value)
             return EAGAIN;
         take = impl->semaphore ? 1 : c;
     } while (!atomic_compare_exchange_weak(count, &c, c - take));
-    if (c == take)
-        crossed(impl);
+    after_change(impl, c - take);
     *value = take;
     return 0;
 }
@@ -374,8 +379,7 @@ efd_count_try_write(efd_impl *impl, uint64_t value)
         if (value > impl->limit || c > impl->limit - value)
             return EAGAIN;
     } while (!atomic_compare_exchange_weak(count, &c, c + value));
-    if (c == 0)
-        crossed(impl);
+    after_change(impl, c + value);
     return 0;
 }
 
@@ -386,10 +390,14 @@ efd_count_peek(efd_impl *impl, uint64_t *value)
     return 0;
 }
 
+/* The channel polled readable and a read found nothing: sync, whatever the
+ * token flag says (a death inside the lock can leave flag and channel
+ * apart; the robust lock tells whoever tries it). */
 int
 efd_count_repair(efd_impl *impl)
 {
-    crossed(impl);
+    if (atomic_load(&impl->cnt->armed))
+        sync_token(impl);
     return 0;
 }
 

@@ -66,9 +66,9 @@ remaining_ms(int64_t deadline)
 }
 
 uint32_t
-efd_self_pid(eventfd_object *self)
+efd_self_proc(eventfd_object *self)
 {
-    return self->impl.pid != NULL ? *self->impl.pid : (uint32_t)getpid();
+    return self->impl.proc != NULL ? *self->impl.proc : 0;
 }
 
 /* ---- who is inside the object ------------------------------------------ */
@@ -87,16 +87,16 @@ forget_parent(eventfd_object *self, uint32_t me)
     }
     self->waiters = NULL;
     self->users = 0;
-    self->users_pid = me;
-    if (self->spare_rfd >= 0 && self->spare_pid != me)
+    self->users_proc = me;
+    if (self->spare_rfd >= 0 && self->spare_proc != me)
         efd_chan_close(&self->spare_rfd, &self->spare_wfd);
 }
 
 static void
 check_fork(eventfd_object *self)
 {
-    uint32_t me = efd_self_pid(self);
-    if (self->users_pid != me)
+    uint32_t me = efd_self_proc(self);
+    if (self->users_proc != me)
         forget_parent(self, me);
 }
 
@@ -129,17 +129,26 @@ waiter_start(eventfd_object *self, int op)
         PyErr_NoMemory();
         return NULL;
     }
-    if (self->impl.ops->block != NULL)
+    w->kind = EFD_WAITER_CHANNEL;
+    if (self->impl.ops->block != NULL) {
         w->rfd = w->wfd = -1;           /* it sleeps in block(), not poll() */
+        w->kind = EFD_WAITER_BLOCK;
+    }
     else if (self->spare_rfd >= 0) {
         w->rfd = self->spare_rfd;
         w->wfd = self->spare_wfd;
         self->spare_rfd = self->spare_wfd = -1;
     }
     else if ((err = efd_chan_open(&w->rfd, &w->wfd, 1, 1)) != 0) {
-        PyMem_RawFree(w);
-        efd_err_errno(err);
-        return NULL;
+        if (err != EMFILE && err != ENFILE && err != ENOMEM) {
+            PyMem_RawFree(w);
+            efd_err_errno(err);
+            return NULL;
+        }
+        /* Out of descriptors: wait anyway, as threading.Semaphore would,
+         * looking at close() and Event.set() in short slices. */
+        w->rfd = w->wfd = -1;
+        w->kind = EFD_WAITER_NOCHANNEL;
     }
     w->poked = 0;
     w->op = op;
@@ -158,16 +167,16 @@ waiter_end(eventfd_object *self, efd_waiter *w)
     *w->pprev = w->next;
     if (w->next != NULL)
         w->next->pprev = w->pprev;
-    if (w->rfd < 0)
+    if (w->kind != EFD_WAITER_CHANNEL)
         ;
     else if (LOAD(&w->poked))
         efd_chan_drain(w->rfd);
-    if (w->rfd < 0)
+    if (w->kind != EFD_WAITER_CHANNEL)
         ;
     else if (self->spare_rfd < 0 && !self->closed) {
         self->spare_rfd = w->rfd;
         self->spare_wfd = w->wfd;
-        self->spare_pid = efd_self_pid(self);
+        self->spare_proc = efd_self_proc(self);
     }
     else
         efd_chan_close(&w->rfd, &w->wfd);
@@ -184,9 +193,9 @@ efd_wake_waiters(eventfd_object *self, int op)
     for (w = self->waiters; w != NULL; w = w->next) {
         if (op >= 0 && w->op != op)
             continue;
-        if (w->rfd < 0)
+        if (w->kind == EFD_WAITER_BLOCK)
             sleepers = 1;
-        else {
+        else if (w->kind == EFD_WAITER_CHANNEL) {
             STORE(&w->poked, 1);
             efd_chan_put(w->rfd, w->wfd);
         }
@@ -204,6 +213,7 @@ static void
 give_back_pending(eventfd_object *self)
 {
     efd_impl *impl = &self->impl;
+    PyObject *type, *value, *tb;
     uint64_t left;
     int i;
     if (impl->ops == NULL || impl->ops->pending == NULL || impl->fd < 0)
@@ -211,6 +221,7 @@ give_back_pending(eventfd_object *self)
     left = impl->ops->pending(impl);
     if (left == 0)
         return;
+    PyErr_Fetch(&type, &value, &tb);     /* a waiter's error, if we are it */
     self->users++;
     Py_BEGIN_ALLOW_THREADS
     for (i = 0; i < 1000 && left > 0; i++) {
@@ -225,6 +236,7 @@ give_back_pending(eventfd_object *self)
             "a semaphore read took and could not write back (the counter "
             "stayed full for a second)", (unsigned long long)left) < 0)
         PyErr_WriteUnraisable((PyObject *)self);
+    PyErr_Restore(type, value, tb);
 }
 
 void
@@ -362,6 +374,9 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
             ws.fd = -1;
             ws.slice_ms = 5;
         }
+        if (w->kind == EFD_WAITER_NOCHANNEL
+                && (ws.slice_ms <= 0 || ws.slice_ms > EFD_NOCHAN_MS))
+            ws.slice_ms = EFD_NOCHAN_MS;
         if (ws.slice_ms > 0 && (ms < 0 || ms > ws.slice_ms))
             ms = ws.slice_ms;
         pfd[0].fd = ws.fd;
