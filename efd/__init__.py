@@ -81,7 +81,7 @@ class EventFD(_CEventFD):
             if self.acquire(False):
                 return True
         elif self.closed:
-            raise ValueError("I/O operation on closed EventFD")
+            raise ValueError(_aio._CLOSED_MESSAGE)
         if seconds == 0:
             return False
         return await _aio.wait(self, seconds, True) is not None
@@ -130,6 +130,32 @@ class EventFD(_CEventFD):
             super().close()
         finally:
             _aio.end_close(self)
+
+    def detach(self) -> int:
+        """Give up the descriptor without closing it, as
+        :meth:`socket.socket.detach` does; the object is closed afterwards.
+
+        Threads blocked in this object wake with :class:`ValueError`, and so
+        do tasks waiting in :meth:`acquire_async`, :meth:`read_async` or
+        :meth:`efd.Event.wait_async`; every event loop stops watching the
+        descriptor before this returns it (loops running in other threads
+        are asked to, and waited for, as in :meth:`close`).
+
+        Returns:
+            The descriptor, now the caller's to close.
+
+        Raises:
+            ValueError: The object is closed, or its backend keeps the count
+                outside the descriptor (only a kernel eventfd can be
+                detached), or it holds units it could not write back.
+        """
+        fd: int = super().detach()
+        if _aio._registry:
+            # The number stays open (the caller has not got it yet), so the
+            # loops can still name it when they remove their readers.
+            _aio.begin_close(self)
+            _aio.end_close(self)
+        return fd
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()

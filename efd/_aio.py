@@ -136,15 +136,23 @@ def _trio_token() -> Any:
 
 def _library() -> Optional[str]:
     # The async library running the current task: "asyncio", "trio", another
-    # name sniffio knows, or None outside any.
+    # name sniffio knows, or None outside any.  sniffio's convention, with
+    # its cheap checks first: the name a library declares for its thread or
+    # task (trio does, also as a guest on an asyncio loop), then asyncio's
+    # running loop, then whatever else sniffio can tell.
     if sniffio is not None:
-        try:
-            name: str = sniffio.current_async_library()
+        name: Optional[str] = (sniffio.thread_local.name
+                               or sniffio.current_async_library_cvar.get())
+        if name is not None:
             return name
-        except sniffio.AsyncLibraryNotFoundError:
-            return None
     if _get_running_loop() is not None:
         return "asyncio"
+    if sniffio is not None:
+        try:
+            name = sniffio.current_async_library()
+        except sniffio.AsyncLibraryNotFoundError:
+            return None
+        return name
     return "trio" if _trio_token() is not None else None
 
 

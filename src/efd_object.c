@@ -85,8 +85,8 @@ alloc_object(PyTypeObject *type, efd_state *st)
     self->impl.pid = &st->pid;
     self->impl.ops = NULL;
     self->impl.fd = self->impl.wfd = self->impl.shmfd = -1;
-    self->impl.shm = NULL;
-    self->impl.fsh = NULL;
+    self->impl.cnt = NULL;
+    self->impl.limit = EFD_MAX;
     self->impl.nowait = 0;
     self->closed = 1;            /* until a backend has opened it */
     self->detached = 0;
@@ -351,7 +351,8 @@ eventfd_read_method(eventfd_object *self, PyObject *Py_UNUSED(ignored))
 }
 
 /* _try_read() -> int or None: one non-blocking read, whatever `nonblocking`
- * says.  For the asyncio layer, which does its own waiting. */
+ * says.  For the async layer, which does its own waiting, and calls it when
+ * the loop reports the descriptor readable. */
 static PyObject *
 eventfd_try_read(eventfd_object *self, PyObject *Py_UNUSED(ignored))
 {
@@ -361,8 +362,14 @@ eventfd_try_read(eventfd_object *self, PyObject *Py_UNUSED(ignored))
     r = efd_wait(self, EFD_OP_READ, &value, 0, EFD_FOREVER);
     if (r < 0)
         return NULL;
-    if (r == 0)
+    if (r == 0) {
+        /* The loop saw the descriptor readable and there was nothing: on
+         * the memory backends the token may be stale (a process died
+         * before its sync), which would make the loop spin.  Repair. */
+        if (self->impl.ops->repair != NULL)
+            (void)self->impl.ops->repair(&self->impl);
         Py_RETURN_NONE;
+    }
     return PyLong_FromUnsignedLongLong(value);
 }
 
@@ -458,7 +465,7 @@ eventfd_release(eventfd_object *self, PyObject *const *args, Py_ssize_t nargs,
     static const char *const names[] = {"n", NULL};
     PyObject *a[1];
     uint64_t n = 1;
-    int r;
+    int err;
 
     if (nargs > 0 || kwnames != NULL) {
         if (efd_parse_args("release", names, 1, args, nargs, kwnames, a) < 0)
@@ -484,17 +491,13 @@ eventfd_release(eventfd_object *self, PyObject *const *args, Py_ssize_t nargs,
         }
     }
     CHECK_OPEN(self);
-    if (n <= EFD_MAX) {
-        /* Never waits for room; waits only for the pipe backend's shared
-         * lock (bounded slices, GIL released), and runs without the GIL on
-         * the kernel backends (see first_attempt in efd_wait.c). */
-        r = efd_wait(self, EFD_OP_RELEASE, &n, 1, EFD_FOREVER);
-        if (r > 0)
-            Py_RETURN_NONE;
-        if (!PyErr_ExceptionMatches(PyExc_BlockingIOError))
-            return NULL;
-        PyErr_Clear();
-    }
+    /* One try, never waiting (on the kernel backends without the GIL: see
+     * efd_attempt). */
+    err = n <= EFD_MAX ? efd_attempt(self, EFD_OP_WRITE, &n) : EAGAIN;
+    if (err == 0)
+        Py_RETURN_NONE;
+    if (err != EAGAIN)
+        return efd_err_errno(err);
     PyErr_Format(PyExc_ValueError,
                  "release(%llu) would pass the maximum count 2**64 - 2",
                  (unsigned long long)n);

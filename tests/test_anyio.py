@@ -172,7 +172,6 @@ def test_event_wait_async(backend, arun):
                     tg.start_soon(waiter)
                 await anyio.sleep(0.02)
                 event.set()
-                _aio.notify_watchers(event._ev)   # as Event.set() does
                 event.clear()
             assert await event.wait_async(0.02) is False
         finally:

@@ -17,7 +17,7 @@ import pytest
 import efd
 from efd import _aio
 
-from conftest import PROMPT
+from conftest import KERNEL_BACKENDS, PROMPT
 
 try:
     import uvloop
@@ -721,3 +721,24 @@ def test_timeout_never_ends_early(backend, aio, what):
             obj.close()
         return early
     assert aio(main) == []
+
+
+def test_detach_ends_waits_and_drops_readers(backend, aio):
+    if backend not in KERNEL_BACKENDS:
+        pytest.skip("only a kernel eventfd can be detached")
+
+    async def main():
+        ev = efd.EventFD(0, semaphore=True, backend=backend)
+        loop = asyncio.get_running_loop()
+        tasks = [asyncio.ensure_future(ev.acquire_async()) for _ in range(3)]
+        await until(lambda: queued(ev) == 3)
+        fd = ev.detach()
+        try:
+            results = await asyncio.wait_for(
+                asyncio.gather(*tasks, return_exceptions=True), PROMPT)
+            assert all(isinstance(r, ValueError) for r in results), results
+            assert not _aio._registry
+            assert not reader_registered(loop, fd)
+        finally:
+            os.close(fd)
+    aio(main)

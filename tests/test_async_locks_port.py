@@ -39,13 +39,6 @@ async def settle():
         await asyncio.sleep(0)
 
 
-def set_event(ev):
-    """efd.Event.set(), plus the asyncio wake-up it makes (idempotent: the
-    drop-in's own set() calls it too where it is wired)."""
-    ev.set()
-    _aio.notify_watchers(ev._ev)
-
-
 def count(sem):
     """The units in the counter (asyncio's ``sem._value``)."""
     ev = sem if isinstance(sem, efd.EventFD) else sem._ev
@@ -523,7 +516,7 @@ def test_event_wait(new_event, aio):
 
         t3 = asyncio.ensure_future(c(3))
 
-        set_event(ev)
+        ev.set()
         await asyncio.sleep(0)
         assert result == [3, 1, 2]
 
@@ -535,7 +528,7 @@ def test_event_wait(new_event, aio):
 def test_event_wait_on_set(new_event, aio):
     async def main():
         ev = new_event()
-        set_event(ev)
+        ev.set()
         assert await ev.wait_async() is True
     aio(main)
 
@@ -557,7 +550,7 @@ def test_event_clear(new_event, aio):
         ev = new_event()
         assert not ev.is_set()
 
-        set_event(ev)
+        ev.set()
         assert ev.is_set()
 
         ev.clear()
@@ -579,12 +572,12 @@ def test_event_clear_with_waiters(new_event, aio):
         await asyncio.sleep(0)
         assert result == []
 
-        set_event(ev)
+        ev.set()
         ev.clear()
         assert not ev.is_set()
 
-        set_event(ev)
-        set_event(ev)
+        ev.set()
+        ev.set()
         await asyncio.sleep(0)
         assert result == [1]
         assert t.done() and t.result() is True
@@ -601,7 +594,7 @@ def test_event_set_then_clear_wakes_every_waiter(new_event, aio):
         tasks = [asyncio.ensure_future(ev.wait_async(PROMPT))
                  for _ in range(20)]
         await asyncio.sleep(0)
-        set_event(ev)
+        ev.set()
         ev.clear()
         assert await asyncio.gather(*tasks) == [True] * 20
         assert nothing_queued(ev)

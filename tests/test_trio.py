@@ -288,13 +288,6 @@ def test_timeout_never_ends_early(backend):
     assert run(main) == []
 
 
-def _set(event):
-    # efd.Event.set() and the async wake-up it makes (idempotent where
-    # set() already calls it).
-    event.set()
-    _aio.notify_watchers(event._ev)
-
-
 async def _wait_while(event, n, action):
     # n tasks wait on `event` while `action()` (a coroutine function) runs;
     # returns what each wait returned.
@@ -316,7 +309,7 @@ def test_event_wait_async(backend):
         event = efd.Event(backend=backend)
         try:
             async def set_it():
-                _set(event)
+                event.set()
             results = await _wait_while(event, 5, set_it)
             assert event.is_set()           # waiters take nothing
             assert await event.wait_async() is True
@@ -339,7 +332,7 @@ def test_event_set_then_clear_wakes_every_waiter(backend, where):
         event = efd.Event(backend=backend)
 
         def set_and_clear():
-            _set(event)
+            event.set()
             event.clear()
 
         async def action():
