@@ -71,8 +71,9 @@ def _threading_timeout(timeout: Optional[float],
     # threading's reading of a drop-in's timeout: None (or +infinity, or an
     # int too large for a float) waits without limit; a timeout that is not
     # above zero only tries once, where EventFD's own methods raise.  NaN:
-    # threading.Event.wait only looks; threading.Semaphore.acquire would spin
-    # forever, so the semaphores raise ValueError, as _thread's locks do.
+    # threading.Event.wait only looks; threading.Semaphore.acquire busy-waits
+    # for a unit without limit, so the semaphores raise ValueError, as
+    # _thread's locks do.
     if timeout is None:
         return None
     if isinstance(timeout, (str, bytes, bytearray)):

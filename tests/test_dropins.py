@@ -584,7 +584,7 @@ def test_semaphore_huge_or_infinite_timeout_waits(make_sem):
 
 
 def test_semaphore_nan_timeout_is_refused(make_sem):
-    # threading.Semaphore would spin forever on a NaN timeout; _thread's
+    # threading.Semaphore busy-waits for a unit on a NaN timeout; _thread's
     # locks raise ValueError, and so does efd, without taking anything.
     sem = make_sem(1)
     with pytest.raises(ValueError, match="NaN"):
