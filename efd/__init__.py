@@ -168,20 +168,21 @@ class EventFD(_CEventFD):
 
         context.assert_spawning(self)
         fds = tuple(reduction.DupFd(fd) for fd in self._fds())
-        return (_rebuild, (fds, self.backend, self.semaphore, self.nonblocking))
+        return (EventFD._rebuild,
+                (fds, self.backend, self.semaphore, self.nonblocking))
 
-
-def _rebuild(dupfds, backend, semaphore, nonblocking):
-    fds = tuple(d.detach() for d in dupfds)
-    return EventFD._from_fds(fds, backend, semaphore, nonblocking)
+    @staticmethod
+    def _rebuild(dupfds, backend, semaphore, nonblocking):
+        # Unpickling in the child: adopt the duplicated descriptors.
+        fds = tuple(d.detach() for d in dupfds)
+        return EventFD._from_fds(fds, backend, semaphore, nonblocking)
 
 
 # The drop-ins are built on EventFD, so they come last.
 from ._sync import BoundedSemaphore, Event, Semaphore  # noqa: E402
 
 # Names needed only to build the module go; dir(efd) lists the public API,
-# the submodules and the module's dunders (not the helpers that pickling
-# must still find here, such as _rebuild).
+# the submodules and the module's dunders.
 del Optional, _CEventFD
 
 

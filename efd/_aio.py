@@ -86,6 +86,12 @@ CLOSE_WAIT = 1.0
 
 _CLOSED_MESSAGE = "I/O operation on closed EventFD"
 
+#: Backends whose count lives in shared memory: their readiness descriptor
+#: can lag the count after a process death, so waits also look at the count
+#: every RECHECK seconds.
+_COUNT_IN_MEMORY = frozenset(("pipe", "futex"))
+RECHECK = 0.1
+
 _get_running_loop = asyncio._get_running_loop
 
 
@@ -216,7 +222,7 @@ class _Waiters:
     """
 
     __slots__ = ("ev", "loop", "fd", "key", "consumers", "watchers",
-                 "served", "reading")
+                 "served", "reading", "recheck")
 
     def __init__(self, ev: "EventFD", loop: asyncio.AbstractEventLoop) -> None:
         self.ev = ev
@@ -227,6 +233,7 @@ class _Waiters:
         self.watchers: List["asyncio.Future[Any]"] = []
         self.served = 0
         self.reading = False
+        self.recheck: Any = None
 
     def busy(self) -> bool:
         """Whether a newcomer must queue: consumers wait or were served."""
@@ -246,12 +253,34 @@ class _Waiters:
                 % type(self.loop).__name__
             ) from None
         self.reading = True
+        if self.ev.backend in _COUNT_IN_MEMORY:
+            self.recheck = self.loop.call_later(RECHECK, self._recheck)
+
+    def _recheck(self) -> None:
+        # The memory backends' token can go missing with a process killed
+        # between changing the count and moving it: look at the count itself
+        # every RECHECK seconds while anybody waits (SPEC 5: a wake-up owed
+        # by a dead process arrives within that interval).
+        self.recheck = None
+        if not self.reading:
+            return
+        try:
+            ready = bool(self.ev._peek())
+        except ValueError:              # closed: close() fails the waiters
+            return
+        if ready:
+            self._ready()
+        if self.reading and self.recheck is None:
+            self.recheck = self.loop.call_later(RECHECK, self._recheck)
 
     def unwatch(self) -> None:
         """Remove the reader callback if it is registered."""
         if not self.reading:
             return
         self.reading = False
+        if self.recheck is not None:
+            self.recheck.cancel()
+            self.recheck = None
         try:
             self.loop.remove_reader(self.fd)
         except (OSError, RuntimeError, ValueError):
@@ -443,7 +472,17 @@ class _TrioWaiters:
         if self.failed:
             raise ValueError(_CLOSED_MESSAGE)
         try:
-            await trio.lowlevel.wait_readable(self.fd)
+            if self.ev.backend not in _COUNT_IN_MEMORY:
+                await trio.lowlevel.wait_readable(self.fd)
+                return
+            # The memory backends: look at the count itself every RECHECK
+            # seconds as well (see _Waiters._recheck).
+            while not self.failed:
+                with trio.move_on_after(RECHECK):
+                    await trio.lowlevel.wait_readable(self.fd)
+                    return
+                if self.ev._peek():
+                    return
         except trio.ClosedResourceError:
             raise ValueError(_CLOSED_MESSAGE) from None
 

@@ -19,7 +19,8 @@
 typedef struct {
     PyObject_HEAD
     eventfd_object *ev;
-    uint64_t bound;         /* BoundedSemaphore: the initial value; else 0 */
+    int bounded;            /* a BoundedSemaphore ... */
+    uint64_t bound;         /* ... may not pass this count */
     PyObject *weakreflist;
 } sync_object;
 
@@ -123,27 +124,30 @@ static PyObject *
 sync_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"ev", "bound", NULL};
-    PyObject *ev;
-    unsigned long long bound = 0;
+    PyObject *ev, *bound_obj = Py_None;
+    uint64_t bound = 0;
     efd_state *st = efd_state_from_type(type);
     sync_object *self;
 
     if (st == NULL)
         return NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|K:_new", kwlist, &ev,
-                                     &bound))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:_new", kwlist, &ev,
+                                     &bound_obj))
         return NULL;
     if (sync_check_ev(ev, st) < 0)
+        return NULL;
+    if (bound_obj != Py_None && efd_to_u64(bound_obj, "bound", &bound) < 0)
         return NULL;
     self = (sync_object *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
     Py_INCREF(ev);
     self->ev = (eventfd_object *)ev;
+    self->bounded = bound_obj != Py_None;
     self->bound = bound;
     /* A bounded count on a memory backend: its compare-and-swap enforces
      * the bound (every release of this process, whatever its path). */
-    if (bound && self->ev->impl.cnt != NULL)
+    if (self->bounded && self->ev->impl.cnt != NULL)
         self->ev->impl.limit = bound;
     self->weakreflist = NULL;
     return (PyObject *)self;
@@ -207,6 +211,16 @@ sem_release(sync_object *self, PyObject *const *args, Py_ssize_t nargs,
             return NULL;
         if (a[0] != NULL) {
             if (efd_to_u64(a[0], "n", &n) < 0) {
+                if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                    /* Past 64 bits: more than any count can hold. */
+                    PyErr_Clear();
+                    if (self->bounded)
+                        goto too_many;
+                    PyErr_SetString(PyExc_ValueError,
+                                    "n is larger than a semaphore can hold "
+                                    "(2**64 - 2)");
+                    return NULL;
+                }
                 if (!PyErr_ExceptionMatches(PyExc_ValueError))
                     return NULL;
                 n = 0;          /* negative: threading's message below */
@@ -219,11 +233,11 @@ sem_release(sync_object *self, PyObject *const *args, Py_ssize_t nargs,
         }
     }
     EV_OPEN(self);
-    if (self->bound) {
+    if (self->bounded) {
         efd_impl *impl = &self->ev->impl;
         if (n > self->bound)
             goto too_many;
-        if (impl->limit == self->bound) {
+        if (impl->cnt != NULL) {
             /* A memory backend, whose count refuses to pass the bound in
              * the same compare-and-swap that adds: exact across processes. */
             err = efd_attempt(self->ev, EFD_OP_WRITE, &n);
@@ -235,7 +249,14 @@ sem_release(sync_object *self, PyObject *const *args, Py_ssize_t nargs,
         }
         /* A kernel counter: look, then add, both with the GIL held (exact
          * among this process's threads; see the docs for other processes). */
-        if (impl->ops->peek(impl, &now) == 0 && now + n > self->bound)
+        if (impl->ops->peek(impl, &now) != 0) {
+            PyErr_Format(PyExc_OSError,
+                         "BoundedSemaphore.release() cannot read the count "
+                         "of a '%s' backend here (no /proc/self/fdinfo?)",
+                         impl->ops->name);
+            return NULL;
+        }
+        if (now + n > self->bound)
             goto too_many;
         err = impl->ops->try_write(impl, n);
     }
@@ -276,6 +297,8 @@ sem_exit(sync_object *self, PyObject *const *Py_UNUSED(args),
 static PyObject *
 sem_get_bound(sync_object *self, void *Py_UNUSED(c))
 {
+    if (!self->bounded)
+        Py_RETURN_NONE;
     return PyLong_FromUnsignedLongLong(self->bound);
 }
 
@@ -299,7 +322,7 @@ static PyMethodDef sem_methods[] = {
 
 static PyGetSetDef sem_getset[] = {
     {"_bound", (getter)sem_get_bound, NULL,
-     "The initial value a BoundedSemaphore may not pass; 0 if unbounded.",
+     "The count a BoundedSemaphore may not pass; None if unbounded.",
      NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
