@@ -410,6 +410,7 @@ efd_exec(PyObject *module)
     PyObject *type;
 
     st->probed = 0;
+    st->nowait = -1;
     st->pid = (uint32_t)getpid();
     if (register_fork_hook(module) < 0)
         return -1;
