@@ -32,6 +32,7 @@ sources = [
     "src/efd_readback.c",
     "src/efd_shm.c",
     "src/efd_pipe.c",
+    "src/efd_futex.c",
 ]
 define_macros = []
 extra_compile_args = ["-std=gnu11", "-fvisibility=hidden"]

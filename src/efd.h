@@ -54,6 +54,7 @@ typedef struct efd_impl {
     int wfd;            /* pipe backend: write end; otherwise -1 */
     int shmfd;          /* pipe backend: shared-memory fd; otherwise -1 */
     efd_shared *shm;    /* pipe backend: the mapping; otherwise NULL */
+    struct efd_fshared *fsh;  /* futex backend: the mapping; otherwise NULL */
     int semaphore;      /* reads take 1 (semaphore) or everything */
     /* Kernel backends: 1 if reads use preadv2(RWF_NOWAIT), which never
      * sleeps even if someone cleared O_NONBLOCK on the shared description;
@@ -68,6 +69,9 @@ typedef struct efd_impl {
      * getpid() syscall per operation would cost too much). */
     const volatile uint32_t *pid;
 } efd_impl;
+
+/* What a block() sleeper waits for. */
+enum { EFD_BLOCK_READ, EFD_BLOCK_READY, EFD_BLOCK_WRITE };
 
 /* How to wait for an operation to become possible. */
 typedef struct efd_waitspec {
@@ -101,6 +105,21 @@ typedef struct efd_backend {
     /* Optional: units this process holds outside the counter and will
      * give back (eventfd-readback); tries once to give them back first. */
     uint64_t (*pending)(efd_impl *impl);
+    /* Optional: fileno() was asked for: from now on (in every process that
+     * shares the object) keep the readiness fd in step with the count. */
+    void (*arm)(efd_impl *impl);
+    /* Optional, together (futex): a backend that sleeps in a way of its own
+     * instead of poll().  ticket() is taken before the caller's last look
+     * at the count and its own stop conditions; block() sleeps until the
+     * count may have changed, interrupt() was called, or ms ran out (-1:
+     * no limit), and returns 0 or an errno (EINTR).  A ticket taken before
+     * a change guarantees block() does not sleep through it. */
+    uint32_t (*ticket)(efd_impl *impl);
+    int (*block)(efd_impl *impl, int kind, uint32_t ticket, int ms);
+    /* all != 0: wake every sleeper (close(), Event.set()); all == 0: a
+     * sleeper leaves without taking anything -- pass a wake-up it may have
+     * been chosen for on to the next one, if units are there. */
+    void (*interrupt)(efd_impl *impl, int all);
     /* The descriptors that make up the object (for pickling); returns count. */
     int (*fds)(efd_impl *impl, int *out, int max);
     /* Release everything; leaves impl->fd == -1.  Never waits. */
@@ -110,6 +129,9 @@ typedef struct efd_backend {
 extern const efd_backend efd_backend_eventfd;
 extern const efd_backend efd_backend_readback;
 extern const efd_backend efd_backend_pipe;
+extern const efd_backend efd_backend_futex;   /* .open == NULL if absent */
+/* 0 if a process-shared futex works here, else an errno. */
+int efd_futex_probe(void);
 
 /* Helpers shared by the eventfd-based backends (efd_eventfd.c). */
 int efd_kernel_open(uint64_t initval, int flags, int *out_fd);

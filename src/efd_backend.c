@@ -92,16 +92,27 @@ efd_backend_by_name(const char *name)
         return &efd_backend_readback;
     if (strcmp(name, "pipe") == 0)
         return &efd_backend_pipe;
+    if (strcmp(name, "futex") == 0)
+        return &efd_backend_futex;
     return NULL;
 }
 
 PyObject *
 efd_err_unavailable(const char *name, int err, int semaphore)
 {
-    PyObject *msg = PyUnicode_FromFormat(
-        "the '%s' backend is not available here: %s (%s)", name,
-        (semaphore && err == EINVAL && strcmp(name, "eventfd") == 0)
-            ? "the kernel refuses EFD_SEMAPHORE" : "eventfd2() fails",
+    const char *why;
+    PyObject *msg;
+    if (strcmp(name, "futex") == 0)
+        why = err == ENOSYS ? "no process-shared futex on this system"
+                            : "futex() or shared memory is refused";
+    else if (strcmp(name, "pipe") == 0)
+        why = "pipe() or shared memory fails";
+    else if (semaphore && err == EINVAL && strcmp(name, "eventfd") == 0)
+        why = "the kernel refuses EFD_SEMAPHORE";
+    else
+        why = "eventfd2() fails";
+    msg = PyUnicode_FromFormat(
+        "the '%s' backend is not available here: %s (%s)", name, why,
         strerror(err));
     if (msg != NULL) {
         PyObject *exc = PyObject_CallFunction(PyExc_OSError, "iO", err, msg);
@@ -164,13 +175,11 @@ efd_choose_backend(efd_state *st, PyObject *arg, int semaphore)
     b = efd_backend_by_name(name);
     if (b == NULL) {
         PyErr_Format(PyExc_ValueError,
-                     "%s must be 'eventfd', 'eventfd-readback', 'pipe' or "
-                     "None, not '%s'", origin, name);
+                     "%s must be 'eventfd', 'eventfd-readback', 'pipe', "
+                     "'futex' or None, not '%s'", origin, name);
         return NULL;
     }
-#ifndef EFD_HAVE_EVENTFD
-    if (b != &efd_backend_pipe)
+    if (b->open == NULL)                /* not built here */
         return (const efd_backend *)efd_err_unavailable(name, ENOSYS, 0);
-#endif
     return b;
 }

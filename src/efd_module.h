@@ -24,9 +24,9 @@ typedef struct {
     volatile uint32_t pid;  /* getpid(), refreshed in a fork child */
 } efd_state;
 
-/* One thread waiting in efd_wait() with the GIL released.  The record lives
- * on that thread's stack and is linked into its object's list (with the GIL
- * held) for as long as it waits.  Each waiter polls a wake descriptor of its
+/* One thread waiting in efd_wait() with the GIL released.  The record is
+ * linked into its object's list (with the GIL held) for as long as it
+ * waits.  Each waiter polls a wake descriptor of its
  * own, so that close() and Event's notify can wake every waiter without one
  * of them draining a shared descriptor before another has seen it. */
 typedef struct efd_waiter {

@@ -86,6 +86,7 @@ alloc_object(PyTypeObject *type, efd_state *st)
     self->impl.ops = NULL;
     self->impl.fd = self->impl.wfd = self->impl.shmfd = -1;
     self->impl.shm = NULL;
+    self->impl.fsh = NULL;
     self->impl.nowait = 0;
     self->closed = 1;            /* until a backend has opened it */
     self->detached = 0;
@@ -146,8 +147,7 @@ eventfd_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     err = b->open(&self->impl, initval, semaphore, cloexec);
     if (err) {
         Py_DECREF(self);
-        if (b != &efd_backend_pipe && err != EMFILE && err != ENFILE
-                && err != ENOMEM)
+        if (err != EMFILE && err != ENFILE && err != ENOMEM)
             return efd_err_unavailable(b->name, err, semaphore);
         return efd_err_errno(err);
     }
@@ -310,6 +310,8 @@ static PyObject *
 eventfd_fileno(eventfd_object *self, PyObject *Py_UNUSED(ignored))
 {
     CHECK_OPEN(self);
+    if (self->impl.ops->arm != NULL)
+        self->impl.ops->arm(&self->impl);   /* readiness follows the count */
     return PyLong_FromLong(self->impl.fd);
 }
 
@@ -643,9 +645,10 @@ eventfd_dealloc(eventfd_object *self)
         return;
     if (self->weakreflist != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
-    self->users = 0;
-    self->waiters = NULL;
-    if (!self->closed || self->impl.fd >= 0 || self->spare_rfd >= 0)
+    if (self->users_pid == efd_self_pid(self))
+        self->users = 0;      /* nobody can be inside: they hold references */
+    if (!self->closed || self->impl.fd >= 0 || self->spare_rfd >= 0
+            || self->waiters != NULL)
         efd_object_close(self);
 #if PY_VERSION_HEX < 0x03090000
     Py_CLEAR(self->module);

@@ -285,5 +285,6 @@ fail:
 
 const efd_backend efd_backend_pipe = {
     "pipe", 0, pipe_open, pipe_adopt, pipe_try_read, pipe_try_write,
-    pipe_waitspec, pipe_peek, pipe_repair, NULL, pipe_fds, pipe_close,
+    pipe_waitspec, pipe_peek, pipe_repair, NULL, NULL, NULL, NULL, NULL,
+    pipe_fds, pipe_close,
 };

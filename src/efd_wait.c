@@ -78,10 +78,11 @@ efd_self_pid(eventfd_object *self)
 static void
 forget_parent(eventfd_object *self, uint32_t me)
 {
-    efd_waiter *w;
-    for (w = self->waiters; w != NULL; w = w->next) {
-        int r = w->rfd, wr = w->wfd;
-        efd_chan_close(&r, &wr);
+    efd_waiter *w = self->waiters, *next;
+    for (; w != NULL; w = next) {
+        next = w->next;
+        efd_chan_close(&w->rfd, &w->wfd);
+        PyMem_RawFree(w);
     }
     self->waiters = NULL;
     self->users = 0;
@@ -112,19 +113,32 @@ efd_leave(eventfd_object *self)
         efd_object_close(self);
 }
 
-static int
-waiter_start(eventfd_object *self, efd_waiter *w, int op)
+/* Waiter records live on the heap, not on the waiting thread's stack: a
+ * fork child walks its parent's list to close its copies of their wake
+ * channels, and the child's C library may already have handed the parent
+ * thread's (copied) stack to a new thread. */
+static efd_waiter *
+waiter_start(eventfd_object *self, int op)
 {
+    efd_waiter *w;
     int err;
     check_fork(self);
-    if (self->spare_rfd >= 0) {
+    w = (efd_waiter *)PyMem_RawMalloc(sizeof(efd_waiter));
+    if (w == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    if (self->impl.ops->block != NULL)
+        w->rfd = w->wfd = -1;           /* it sleeps in block(), not poll() */
+    else if (self->spare_rfd >= 0) {
         w->rfd = self->spare_rfd;
         w->wfd = self->spare_wfd;
         self->spare_rfd = self->spare_wfd = -1;
     }
     else if ((err = efd_chan_open(&w->rfd, &w->wfd, 1, 1)) != 0) {
+        PyMem_RawFree(w);
         efd_err_errno(err);
-        return -1;
+        return NULL;
     }
     w->poked = 0;
     w->op = op;
@@ -134,7 +148,7 @@ waiter_start(eventfd_object *self, efd_waiter *w, int op)
         self->waiters->pprev = &w->next;
     self->waiters = w;
     self->users++;
-    return 0;
+    return w;
 }
 
 static void
@@ -143,15 +157,20 @@ waiter_end(eventfd_object *self, efd_waiter *w)
     *w->pprev = w->next;
     if (w->next != NULL)
         w->next->pprev = w->pprev;
-    if (LOAD(&w->poked))
+    if (w->rfd < 0)
+        ;
+    else if (LOAD(&w->poked))
         efd_chan_drain(w->rfd);
-    if (self->spare_rfd < 0 && !self->closed) {
+    if (w->rfd < 0)
+        ;
+    else if (self->spare_rfd < 0 && !self->closed) {
         self->spare_rfd = w->rfd;
         self->spare_wfd = w->wfd;
         self->spare_pid = efd_self_pid(self);
     }
     else
         efd_chan_close(&w->rfd, &w->wfd);
+    PyMem_RawFree(w);
     efd_leave(self);
 }
 
@@ -159,13 +178,22 @@ void
 efd_wake_waiters(eventfd_object *self, int op)
 {
     efd_waiter *w;
+    int sleepers = 0;
     check_fork(self);
     for (w = self->waiters; w != NULL; w = w->next) {
-        if (op < 0 || w->op == op) {
+        if (op >= 0 && w->op != op)
+            continue;
+        if (w->rfd < 0)
+            sleepers = 1;
+        else {
             STORE(&w->poked, 1);
             efd_chan_put(w->rfd, w->wfd);
         }
     }
+    /* Sleepers in block() share one wake-up word with every process:
+     * wake them all; those of other processes look and sleep again. */
+    if (sleepers)
+        self->impl.ops->interrupt(&self->impl, 1);
 }
 
 /* Units this process holds outside the counter (eventfd-readback) go back
@@ -302,8 +330,9 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
     efd_impl *impl = &self->impl;
     int64_t deadline = -1;
     uint64_t generation = LOAD(&self->generation);
-    int err, result, pollout_lies = 0, retry_now;
-    efd_waiter w;
+    int err, result, pollout_lies = 0, retry_now, first;
+    uint32_t ticket = 0;
+    efd_waiter *w;
 
     err = first_attempt(self, op, value);
     if (!blocking && err == EBUSY) {
@@ -339,11 +368,14 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
                 deadline = -1;
         }
     }
-    if (waiter_start(self, &w, op) < 0)
+    if ((w = waiter_start(self, op)) == NULL)
         return -1;
     if (impl->ops->syscall_always)
         (void)efd_ensure_nonblock(impl->fd);   /* see efd_eventfd.c */
     retry_now = (err == EBUSY);
+    /* block() backends: the first pass only takes a ticket and looks (the
+     * close and count checks above came before any ticket). */
+    first = impl->ops->block != NULL;
 
     for (;;) {
         efd_waitspec ws;
@@ -368,14 +400,26 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
         pfd[0].fd = ws.fd;
         pfd[0].events = ws.events;
         pfd[0].revents = 0;
-        pfd[1].fd = w.rfd;
+        pfd[1].fd = w->rfd;
         pfd[1].events = POLLIN;
         pfd[1].revents = 0;
 
         Py_BEGIN_ALLOW_THREADS
-        n = poll(pfd, 2, ms);
+        if (impl->ops->block == NULL)
+            n = poll(pfd, 2, ms);
+        else if (first)
+            n = 0;
+        else {
+            int kind = op == EFD_OP_READY ? EFD_BLOCK_READY
+                     : op == EFD_OP_READ ? EFD_BLOCK_READ : EFD_BLOCK_WRITE;
+            saved_errno = impl->ops->block(impl, kind, ticket, ms);
+            n = saved_errno ? -1 : 0;
+            errno = saved_errno;
+        }
         if (n < 0)
             saved_errno = errno;
+        if (impl->ops->ticket != NULL)
+            ticket = impl->ops->ticket(impl);   /* before every look below */
         closed = LOAD(&self->closed);
         if (n >= 0 && !closed) {
             err = attempt(impl, op, value, lock_ms);
@@ -387,7 +431,7 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
         }
         Py_END_ALLOW_THREADS
 
-        retry_now = 0;
+        retry_now = first = 0;
         if (n >= 0 && !closed) {
             if (err == 0) {
                 result = 1;
@@ -409,8 +453,8 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
         if (n > 0 && (pfd[1].revents & POLLIN)) {
             /* Drain first, then look at what the poke announced: whoever
              * pokes changes the state before writing. */
-            STORE(&w.poked, 0);
-            efd_chan_drain(w.rfd);
+            STORE(&w->poked, 0);
+            efd_chan_drain(w->rfd);
         }
         if (LOAD(&self->closed)) {
             efd_err_closed();
@@ -443,6 +487,9 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
         }
     }
 
-    waiter_end(self, &w);
+    if (result != 1 && op == EFD_OP_READ && impl->ops->interrupt != NULL
+            && !self->closed)
+        impl->ops->interrupt(impl, 0);  /* pass on a wake-up meant for us */
+    waiter_end(self, w);
     return result;
 }

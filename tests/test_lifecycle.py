@@ -13,7 +13,7 @@ import warnings
 import pytest
 
 import efd
-from conftest import BACKENDS, backend_unavailable, kernel_eventfd_available, open_fd_count
+from conftest import BACKENDS, KERNEL_BACKENDS, backend_unavailable, kernel_eventfd_available, open_fd_count
 
 needs_kernel = pytest.mark.skipif(not kernel_eventfd_available(),
                                   reason="needs a kernel eventfd")
@@ -298,9 +298,6 @@ def test_fileno_is_a_live_descriptor(make):
 
 # ---- detach() -------------------------------------------------------------
 
-KERNEL_BACKENDS = ("eventfd", "eventfd-readback")
-
-
 def test_detach_gives_up_the_descriptor(make, backend, semaphore):
     """detach() returns the live descriptor, closes the object, and leaves
     the descriptor open and owned by the caller (as socket.detach)."""
@@ -319,11 +316,11 @@ def test_detach_gives_up_the_descriptor(make, backend, semaphore):
     adopted.close()
 
 
-def test_detach_on_pipe_backend_refuses_and_changes_nothing(make, backend):
-    """A pipe object's count is not in its descriptor: ValueError, and the
+def test_detach_on_memory_backends_refuses_and_changes_nothing(make, backend):
+    """A pipe or futex object's count is not in its descriptor: ValueError, and the
     object stays open and usable."""
-    if backend != "pipe":
-        pytest.skip("the pipe backend only")
+    if backend in KERNEL_BACKENDS:
+        pytest.skip("the memory backends only")
     ev = make(2, semaphore=True)
     with pytest.raises(ValueError, match="kernel eventfd"):
         ev.detach()
