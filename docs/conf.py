@@ -43,6 +43,10 @@ if _source_tree_is_built():
     sys.path.insert(0, ROOT)
 else:
     sys.path[:] = [p for p in sys.path if not _same_dir(p, ROOT)]
+    # The doctests start child interpreters (``python -c``) in the current
+    # directory, which such a child puts first on its path: keep it off
+    # (Python 3.11+; on older ones build from outside the checkout).
+    os.environ["PYTHONSAFEPATH"] = "1"
 
 import efd  # noqa: E402  (after the path is set)
 
