@@ -81,7 +81,15 @@ efd_kernel_read(int fd, int nowait, uint64_t *value)
 int
 efd_kernel_write(int fd, uint64_t value)
 {
-    ssize_t n = write(fd, &value, sizeof(value));
+    ssize_t n;
+    /* No RWF_NOWAIT for eventfd writes: make sure the description is
+     * non-blocking (someone sharing it may have cleared the flag), or a
+     * write that does not fit would sleep in the kernel, where neither a
+     * timeout nor close() reaches it.  One cheap fcntl per write. */
+    int err = efd_ensure_nonblock(fd);
+    if (err)
+        return err;
+    n = write(fd, &value, sizeof(value));
     if (n == (ssize_t)sizeof(value))
         return 0;
     return n < 0 ? errno : EIO;
@@ -201,16 +209,14 @@ efd_ev_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore)
 }
 
 static int
-ev_try_read(efd_impl *impl, uint64_t *value, int lock_ms)
+ev_try_read(efd_impl *impl, uint64_t *value)
 {
-    (void)lock_ms;
     return efd_kernel_read(impl->fd, impl->nowait, value);
 }
 
 int
-efd_ev_try_write(efd_impl *impl, uint64_t value, int lock_ms)
+efd_ev_try_write(efd_impl *impl, uint64_t value)
 {
-    (void)lock_ms;
     return efd_kernel_write(impl->fd, value);
 }
 

@@ -346,7 +346,11 @@ static PyObject *
 efd_fn_after_fork(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
     efd_state *st = (efd_state *)PyModule_GetState(module);
-    st->pid = (uint32_t)getpid();
+    /* A new process: state that objects recorded for the parent (waiters,
+     * spare wake channels, readback's held units) is not ours, and a child
+     * may sandbox itself before it makes an EventFD: probe again. */
+    st->proc++;
+    st->probed = 0;
     Py_RETURN_NONE;
 }
 
@@ -369,11 +373,12 @@ static PyMethodDef efd_functions[] = {
      "_check_timeout($module, timeout, /)\n--\n\n"
      "acquire()'s reading of a timeout: seconds as a float, or None."},
     {"_after_fork_child", (PyCFunction)efd_fn_after_fork, METH_NOARGS,
-     "_after_fork_child($module, /)\n--\n\nRefresh the cached pid."},
+     "_after_fork_child($module, /)\n--\n\n"
+     "Start this fork child's own process state (see efd_impl.proc)."},
     {NULL, NULL, 0, NULL},
 };
 
-/* Keep st->pid current in fork children: os.register_at_fork runs the hook
+/* Bump st->proc in fork children: os.register_at_fork runs the hook
  * after every fork Python makes (os.fork, multiprocessing). */
 static int
 register_fork_hook(PyObject *module)
@@ -408,6 +413,33 @@ register_fork_hook(PyObject *module)
 
 /* ---- module ------------------------------------------------------------ */
 
+/* A heap type from `spec`, kept in *slot and published as `name`. */
+static int
+add_type(PyObject *module, PyType_Spec *spec, PyTypeObject **slot,
+         const char *name)
+{
+    PyObject *type;
+#if PY_VERSION_HEX >= 0x03090000
+    type = PyType_FromModuleAndSpec(module, spec, NULL);
+#else
+    type = PyType_FromSpec(spec);
+#endif
+    if (type == NULL)
+        return -1;
+#if PY_VERSION_HEX < 0x03090000
+    /* 3.8's FromSpec ignores the __weaklistoffset__ member. */
+    ((PyTypeObject *)type)->tp_weaklistoffset = spec->basicsize
+        - (Py_ssize_t)sizeof(PyObject *);
+#endif
+    *slot = (PyTypeObject *)type;
+    Py_INCREF(type);
+    if (PyModule_AddObject(module, name, type) < 0) {
+        Py_DECREF(type);
+        return -1;
+    }
+    return 0;
+}
+
 static int
 efd_exec(PyObject *module)
 {
@@ -416,7 +448,7 @@ efd_exec(PyObject *module)
 
     st->probed = 0;
     st->nowait = -1;
-    st->pid = (uint32_t)getpid();
+    st->proc = 1;
     if (register_fork_hook(module) < 0)
         return -1;
 #if PY_VERSION_HEX >= 0x03090000
@@ -435,6 +467,10 @@ efd_exec(PyObject *module)
         Py_DECREF(type);
         return -1;
     }
+    if (add_type(module, &efd_semaphore_spec, &st->Semaphore_type,
+                 "Semaphore") < 0
+            || add_type(module, &efd_event_spec, &st->Event_type, "Event") < 0)
+        return -1;
     if (PyModule_AddIntConstant(module, "EFD_CLOEXEC", EFD_CLOEXEC) < 0
             || PyModule_AddIntConstant(module, "EFD_NONBLOCK", EFD_NONBLOCK) < 0
             || PyModule_AddIntConstant(module, "EFD_SEMAPHORE", EFD_SEMAPHORE) < 0)
@@ -454,8 +490,11 @@ static int
 efd_traverse(PyObject *module, visitproc visit, void *arg)
 {
     efd_state *st = (efd_state *)PyModule_GetState(module);
-    if (st != NULL)
+    if (st != NULL) {
         Py_VISIT(st->EventFD_type);
+        Py_VISIT(st->Semaphore_type);
+        Py_VISIT(st->Event_type);
+    }
     return 0;
 }
 
@@ -463,8 +502,11 @@ static int
 efd_clear(PyObject *module)
 {
     efd_state *st = (efd_state *)PyModule_GetState(module);
-    if (st != NULL)
+    if (st != NULL) {
         Py_CLEAR(st->EventFD_type);
+        Py_CLEAR(st->Semaphore_type);
+        Py_CLEAR(st->Event_type);
+    }
     return 0;
 }
 

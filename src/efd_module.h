@@ -17,11 +17,15 @@
  * backend automatically. */
 typedef struct {
     PyTypeObject *EventFD_type;
+    PyTypeObject *Semaphore_type;   /* efd_sync.c */
+    PyTypeObject *Event_type;
     int probed;
     int err_plain;     /* errno of eventfd2(0, CLOEXEC|NONBLOCK); 0: works */
     int err_sem;       /* errno of the same with EFD_SEMAPHORE; 0: works */
     int nowait;        /* -1 not asked yet; else efd_kernel_nowait_works() */
-    volatile uint32_t pid;  /* getpid(), refreshed in a fork child */
+    /* This process among its ancestors: 1 at import, bumped in every fork
+     * child (see efd_impl.proc). */
+    volatile uint32_t proc;
 } efd_state;
 
 /* One thread waiting in efd_wait() with the GIL released.  The record is
@@ -35,7 +39,14 @@ typedef struct efd_waiter {
     int rfd, wfd;       /* the wake channel: one eventfd (rfd == wfd) or a pipe */
     int poked;          /* written since it was drained */
     int op;             /* what it waits for (EFD_OP_*) */
+    int kind;           /* EFD_WAITER_* */
 } efd_waiter;
+
+/* How a waiter sleeps: in poll() with its wake channel; in poll() without
+ * one (none could be opened: out of descriptors), looking at the closed
+ * flag and the generation every EFD_NOCHAN_MS; or in the backend's block(). */
+enum { EFD_WAITER_CHANNEL, EFD_WAITER_NOCHANNEL, EFD_WAITER_BLOCK };
+#define EFD_NOCHAN_MS 50
 
 typedef struct {
     PyObject_HEAD
@@ -47,13 +58,13 @@ typedef struct {
      * syscall on its descriptor).  close() leaves the descriptors to the
      * last of them, so no number can be recycled under anyone's feet. */
     int users;
-    uint32_t users_pid;   /* the process they belong to (fork) */
+    uint32_t users_proc;   /* the process they belong to (fork) */
     efd_waiter *waiters;  /* those of them that sleep in poll() */
     int spare_rfd, spare_wfd;  /* one wake channel kept for the next waiter */
-    uint32_t spare_pid;
+    uint32_t spare_proc;
     uint64_t generation;  /* bumped by _notify(): Event.set() in this process */
 #if PY_VERSION_HEX < 0x03090000
-    PyObject *module;  /* 3.8: keeps the state impl.pid points into alive */
+    PyObject *module;  /* 3.8: keeps the state impl.proc points into alive */
 #endif
     PyObject *weakreflist;
 } eventfd_object;
@@ -64,20 +75,21 @@ typedef struct {
 /* What efd_wait() does once the object is ready:
  *   EFD_OP_READ     take (a read),
  *   EFD_OP_WRITE    add *value, waiting for room,
- *   EFD_OP_RELEASE  add *value, never waiting for room (EAGAIN if full),
- *                   only for a shared lock (pipe backend),
  *   EFD_OP_READY    nothing: wait until the count is above zero, or until
  *                   _notify() was called (efd.Event's wait). */
-enum { EFD_OP_READ, EFD_OP_WRITE, EFD_OP_RELEASE, EFD_OP_READY };
+enum { EFD_OP_READ, EFD_OP_WRITE, EFD_OP_READY };
 
 /* One operation `op`; a read's result lands in *value.
  * blocking == 0: try once.  timeout < 0: no deadline.
  * Returns 1 if done, 0 if it would block or the time ran out,
  * -1 with an exception set (a signal handler raised, the object was closed
- * while waiting, or an OS error; EFD_OP_RELEASE: OSError(EAGAIN) when the
- * count would pass the maximum, for the caller to turn into ValueError). */
+ * while waiting, or an OS error). */
 int efd_wait(eventfd_object *self, int op, uint64_t *value,
              int blocking, double timeout);
+
+/* One try of `op`, never waiting: 0, EAGAIN, or an errno.  Kernel writes
+ * run without the GIL (inside efd_enter/efd_leave). */
+int efd_attempt(eventfd_object *self, int op, uint64_t *value);
 
 /* Enter / leave a stretch in which this thread uses the object's
  * descriptors with the GIL released (both called with the GIL held). */
@@ -100,8 +112,8 @@ int efd_to_timeout(PyObject *obj, double *out);
  * wake the waiters and leave the final close to the last of them. */
 void efd_object_close(eventfd_object *self);
 
-/* This process's pid, from the module's fork-refreshed cache. */
-uint32_t efd_self_pid(eventfd_object *self);
+/* This process's number among its ancestors (efd_impl.proc). */
+uint32_t efd_self_proc(eventfd_object *self);
 
 /* ---- errors (efd_errors.c) ---- */
 
@@ -142,6 +154,8 @@ int efd_state_nowait(efd_state *st);
 /* ---- the type (efd_object.c) ---- */
 
 extern PyType_Spec efd_eventfd_spec;
+extern PyType_Spec efd_semaphore_spec;   /* efd_sync.c */
+extern PyType_Spec efd_event_spec;
 efd_state *efd_state_from_type(PyTypeObject *type);
 
 #endif /* EFD_MODULE_H */

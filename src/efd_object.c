@@ -82,19 +82,19 @@ alloc_object(PyTypeObject *type, efd_state *st)
     eventfd_object *self = (eventfd_object *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
-    self->impl.pid = &st->pid;
+    self->impl.proc = &st->proc;
     self->impl.ops = NULL;
     self->impl.fd = self->impl.wfd = self->impl.shmfd = -1;
-    self->impl.shm = NULL;
-    self->impl.fsh = NULL;
+    self->impl.cnt = NULL;
+    self->impl.limit = EFD_MAX;
     self->impl.nowait = 0;
     self->closed = 1;            /* until a backend has opened it */
     self->detached = 0;
     self->users = 0;
-    self->users_pid = st->pid;
+    self->users_proc = st->proc;
     self->waiters = NULL;
     self->spare_rfd = self->spare_wfd = -1;
-    self->spare_pid = 0;
+    self->spare_proc = 0;
     self->generation = 0;
     self->weakreflist = NULL;
 #if PY_VERSION_HEX < 0x03090000
@@ -351,7 +351,8 @@ eventfd_read_method(eventfd_object *self, PyObject *Py_UNUSED(ignored))
 }
 
 /* _try_read() -> int or None: one non-blocking read, whatever `nonblocking`
- * says.  For the asyncio layer, which does its own waiting. */
+ * says.  For the async layer, which does its own waiting, and calls it when
+ * the loop reports the descriptor readable. */
 static PyObject *
 eventfd_try_read(eventfd_object *self, PyObject *Py_UNUSED(ignored))
 {
@@ -361,8 +362,14 @@ eventfd_try_read(eventfd_object *self, PyObject *Py_UNUSED(ignored))
     r = efd_wait(self, EFD_OP_READ, &value, 0, EFD_FOREVER);
     if (r < 0)
         return NULL;
-    if (r == 0)
+    if (r == 0) {
+        /* The loop saw the descriptor readable and there was nothing: on
+         * the memory backends the token may be stale (a process died
+         * before its sync), which would make the loop spin.  Repair. */
+        if (self->impl.ops->repair != NULL)
+            (void)self->impl.ops->repair(&self->impl);
         Py_RETURN_NONE;
+    }
     return PyLong_FromUnsignedLongLong(value);
 }
 
@@ -458,7 +465,7 @@ eventfd_release(eventfd_object *self, PyObject *const *args, Py_ssize_t nargs,
     static const char *const names[] = {"n", NULL};
     PyObject *a[1];
     uint64_t n = 1;
-    int r;
+    int err;
 
     if (nargs > 0 || kwnames != NULL) {
         if (efd_parse_args("release", names, 1, args, nargs, kwnames, a) < 0)
@@ -484,17 +491,13 @@ eventfd_release(eventfd_object *self, PyObject *const *args, Py_ssize_t nargs,
         }
     }
     CHECK_OPEN(self);
-    if (n <= EFD_MAX) {
-        /* Never waits for room; waits only for the pipe backend's shared
-         * lock (bounded slices, GIL released), and runs without the GIL on
-         * the kernel backends (see first_attempt in efd_wait.c). */
-        r = efd_wait(self, EFD_OP_RELEASE, &n, 1, EFD_FOREVER);
-        if (r > 0)
-            Py_RETURN_NONE;
-        if (!PyErr_ExceptionMatches(PyExc_BlockingIOError))
-            return NULL;
-        PyErr_Clear();
-    }
+    /* One try, never waiting (on the kernel backends without the GIL: see
+     * efd_attempt). */
+    err = n <= EFD_MAX ? efd_attempt(self, EFD_OP_WRITE, &n) : EAGAIN;
+    if (err == 0)
+        Py_RETURN_NONE;
+    if (err != EAGAIN)
+        return efd_err_errno(err);
     PyErr_Format(PyExc_ValueError,
                  "release(%llu) would pass the maximum count 2**64 - 2",
                  (unsigned long long)n);
@@ -552,7 +555,7 @@ eventfd_detach(eventfd_object *self, PyObject *Py_UNUSED(ignored))
                         "read first");
         return NULL;
     }
-    if (self->users > 0 && self->users_pid == efd_self_pid(self)) {
+    if (self->users > 0 && self->users_proc == efd_self_proc(self)) {
         fd = fcntl(self->impl.fd, F_DUPFD_CLOEXEC, 0);
         if (fd < 0)
             return PyErr_SetFromErrno(PyExc_OSError);
@@ -645,7 +648,7 @@ eventfd_dealloc(eventfd_object *self)
         return;
     if (self->weakreflist != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
-    if (self->users_pid == efd_self_pid(self))
+    if (self->users_proc == efd_self_proc(self))
         self->users = 0;      /* nobody can be inside: they hold references */
     if (!self->closed || self->impl.fd >= 0 || self->spare_rfd >= 0
             || self->waiters != NULL)

@@ -41,10 +41,10 @@
 static void
 rb_own(efd_impl *impl)
 {
-    uint32_t me = *impl->pid;
-    uint32_t was = atomic_load_explicit(&impl->held_pid, memory_order_acquire);
+    uint32_t me = *impl->proc;
+    uint32_t was = atomic_load_explicit(&impl->held_proc, memory_order_acquire);
     if (was != me && atomic_compare_exchange_strong_explicit(
-            &impl->held_pid, &was, me,
+            &impl->held_proc, &was, me,
             memory_order_acq_rel, memory_order_acquire))
         atomic_store_explicit(&impl->held, 0, memory_order_release);
 }
@@ -68,18 +68,17 @@ rb_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec)
 {
     impl->semaphore = semaphore;
     atomic_store(&impl->held, 0);
-    atomic_store(&impl->held_pid, *impl->pid);
+    atomic_store(&impl->held_proc, *impl->proc);
     /* The whole point: never ask the kernel for EFD_SEMAPHORE. */
     return efd_kernel_open(initval, cloexec ? EFD_CLOEXEC : 0, &impl->fd);
 }
 
 static int
-rb_try_read(efd_impl *impl, uint64_t *value, int lock_ms)
+rb_try_read(efd_impl *impl, uint64_t *value)
 {
     uint64_t c, h;
     int err;
 
-    (void)lock_ms;
     rb_flush(impl);
     if (impl->semaphore) {
         /* Units this object could not write back are taken first. */
@@ -107,9 +106,8 @@ rb_try_read(efd_impl *impl, uint64_t *value, int lock_ms)
 }
 
 static int
-rb_try_write(efd_impl *impl, uint64_t value, int lock_ms)
+rb_try_write(efd_impl *impl, uint64_t value)
 {
-    (void)lock_ms;
     rb_flush(impl);
     return efd_kernel_write(impl->fd, value);
 }
@@ -137,7 +135,7 @@ static int
 rb_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore)
 {
     atomic_store(&impl->held, 0);
-    atomic_store(&impl->held_pid, *impl->pid);
+    atomic_store(&impl->held_proc, *impl->proc);
     return efd_ev_adopt(impl, fds, nfds, semaphore);
 }
 

@@ -169,6 +169,20 @@ efd_to_timeout(PyObject *obj, double *out)
         PyErr_SetString(PyExc_ValueError, "timeout must not be NaN");
         return -1;
     }
+    if (t == 0 && signbit(t) && !PyFloat_Check(obj)) {
+        /* A negative number too small for a double (Fraction(-1, 10**400))
+         * rounds to -0.0: it is still negative. */
+        PyObject *zero = PyLong_FromLong(0);
+        int negative;
+        if (zero == NULL)
+            return -1;
+        negative = PyObject_RichCompareBool(obj, zero, Py_LT);
+        Py_DECREF(zero);
+        if (negative < 0)
+            return -1;
+        if (negative)
+            t = -1.0;
+    }
     if (t < 0) {
         PyErr_Format(PyExc_ValueError,
                      "timeout must be a non-negative number, not %R", obj);

@@ -4,13 +4,14 @@
  *
  *   1. Try the operation once, with the GIL held (no GIL round trip when it
  *      succeeds or when the caller does not want to wait).  Nothing done
- *      with the GIL held ever sleeps: kernel reads use RWF_NOWAIT, and a
- *      shared lock (pipe backend) is only tried.
- *   2. Otherwise, with the GIL released, poll() the backend's readiness fd
- *      and this waiter's own wake channel until the deadline, and try again
+ *      with the GIL held ever sleeps: kernel reads use RWF_NOWAIT, and no
+ *      backend operation waits for anything (efd.h).
+ *   2. Otherwise, with the GIL released, sleep until the deadline -- in
+ *      poll() on the backend's readiness fd and this waiter's own wake
+ *      channel, or in the backend's own block() (futex) -- and try again
  *      after each wake-up, still without the GIL.  A backend may ask for a
- *      re-try every slice_ms even without a wake-up (pipe: a dead process
- *      may owe a token; writes: nothing signals "room for n").
+ *      re-try every slice_ms even without a wake-up (memory backends: a
+ *      dead process may owe a wake-up; writes: nothing signals "room").
  *   3. EINTR, or any wake-up: take the GIL, run the signal handlers
  *      (PEP 475).  A handler that raises ends the wait with its exception
  *      and nothing consumed; a handler that returns lets the wait go on
@@ -65,9 +66,9 @@ remaining_ms(int64_t deadline)
 }
 
 uint32_t
-efd_self_pid(eventfd_object *self)
+efd_self_proc(eventfd_object *self)
 {
-    return self->impl.pid != NULL ? *self->impl.pid : (uint32_t)getpid();
+    return self->impl.proc != NULL ? *self->impl.proc : 0;
 }
 
 /* ---- who is inside the object ------------------------------------------ */
@@ -86,16 +87,16 @@ forget_parent(eventfd_object *self, uint32_t me)
     }
     self->waiters = NULL;
     self->users = 0;
-    self->users_pid = me;
-    if (self->spare_rfd >= 0 && self->spare_pid != me)
+    self->users_proc = me;
+    if (self->spare_rfd >= 0 && self->spare_proc != me)
         efd_chan_close(&self->spare_rfd, &self->spare_wfd);
 }
 
 static void
 check_fork(eventfd_object *self)
 {
-    uint32_t me = efd_self_pid(self);
-    if (self->users_pid != me)
+    uint32_t me = efd_self_proc(self);
+    if (self->users_proc != me)
         forget_parent(self, me);
 }
 
@@ -128,17 +129,26 @@ waiter_start(eventfd_object *self, int op)
         PyErr_NoMemory();
         return NULL;
     }
-    if (self->impl.ops->block != NULL)
+    w->kind = EFD_WAITER_CHANNEL;
+    if (self->impl.ops->block != NULL) {
         w->rfd = w->wfd = -1;           /* it sleeps in block(), not poll() */
+        w->kind = EFD_WAITER_BLOCK;
+    }
     else if (self->spare_rfd >= 0) {
         w->rfd = self->spare_rfd;
         w->wfd = self->spare_wfd;
         self->spare_rfd = self->spare_wfd = -1;
     }
     else if ((err = efd_chan_open(&w->rfd, &w->wfd, 1, 1)) != 0) {
-        PyMem_RawFree(w);
-        efd_err_errno(err);
-        return NULL;
+        if (err != EMFILE && err != ENFILE && err != ENOMEM) {
+            PyMem_RawFree(w);
+            efd_err_errno(err);
+            return NULL;
+        }
+        /* Out of descriptors: wait anyway, as threading.Semaphore would,
+         * looking at close() and Event.set() in short slices. */
+        w->rfd = w->wfd = -1;
+        w->kind = EFD_WAITER_NOCHANNEL;
     }
     w->poked = 0;
     w->op = op;
@@ -157,16 +167,16 @@ waiter_end(eventfd_object *self, efd_waiter *w)
     *w->pprev = w->next;
     if (w->next != NULL)
         w->next->pprev = w->pprev;
-    if (w->rfd < 0)
+    if (w->kind != EFD_WAITER_CHANNEL)
         ;
     else if (LOAD(&w->poked))
         efd_chan_drain(w->rfd);
-    if (w->rfd < 0)
+    if (w->kind != EFD_WAITER_CHANNEL)
         ;
     else if (self->spare_rfd < 0 && !self->closed) {
         self->spare_rfd = w->rfd;
         self->spare_wfd = w->wfd;
-        self->spare_pid = efd_self_pid(self);
+        self->spare_proc = efd_self_proc(self);
     }
     else
         efd_chan_close(&w->rfd, &w->wfd);
@@ -183,9 +193,9 @@ efd_wake_waiters(eventfd_object *self, int op)
     for (w = self->waiters; w != NULL; w = w->next) {
         if (op >= 0 && w->op != op)
             continue;
-        if (w->rfd < 0)
+        if (w->kind == EFD_WAITER_BLOCK)
             sleepers = 1;
-        else {
+        else if (w->kind == EFD_WAITER_CHANNEL) {
             STORE(&w->poked, 1);
             efd_chan_put(w->rfd, w->wfd);
         }
@@ -203,6 +213,7 @@ static void
 give_back_pending(eventfd_object *self)
 {
     efd_impl *impl = &self->impl;
+    PyObject *type, *value, *tb;
     uint64_t left;
     int i;
     if (impl->ops == NULL || impl->ops->pending == NULL || impl->fd < 0)
@@ -210,6 +221,7 @@ give_back_pending(eventfd_object *self)
     left = impl->ops->pending(impl);
     if (left == 0)
         return;
+    PyErr_Fetch(&type, &value, &tb);     /* a waiter's error, if we are it */
     self->users++;
     Py_BEGIN_ALLOW_THREADS
     for (i = 0; i < 1000 && left > 0; i++) {
@@ -224,6 +236,7 @@ give_back_pending(eventfd_object *self)
             "a semaphore read took and could not write back (the counter "
             "stayed full for a second)", (unsigned long long)left) < 0)
         PyErr_WriteUnraisable((PyObject *)self);
+    PyErr_Restore(type, value, tb);
 }
 
 void
@@ -270,47 +283,32 @@ ready_now(efd_impl *impl)
 }
 
 static int
-attempt(efd_impl *impl, int op, uint64_t *value, int lock_ms)
+attempt(efd_impl *impl, int op, uint64_t *value)
 {
     switch (op) {
     case EFD_OP_READ:
-        return impl->ops->try_read(impl, value, lock_ms);
+        return impl->ops->try_read(impl, value);
     case EFD_OP_WRITE:
-    case EFD_OP_RELEASE:
-        return impl->ops->try_write(impl, *value, lock_ms);
+        return impl->ops->try_write(impl, *value);
     default:
         return ready_now(impl);
     }
 }
 
-/* The first try.  Writes on the kernel backends run without the GIL: a
- * write to a full counter whose O_NONBLOCK someone cleared would sleep in
- * the kernel, and a release may wake a thread of this process that can
- * then take the GIL at once. */
-static int
-first_attempt(eventfd_object *self, int op, uint64_t *value)
+int
+efd_attempt(eventfd_object *self, int op, uint64_t *value)
 {
     efd_impl *impl = &self->impl;
     int err;
-    if (!impl->ops->syscall_always || (op != EFD_OP_WRITE && op != EFD_OP_RELEASE))
-        return attempt(impl, op, value, 0);
+    if (!impl->ops->syscall_always || op != EFD_OP_WRITE)
+        return attempt(impl, op, value);
+    /* Writes on the kernel backends run without the GIL: a write to a full
+     * counter whose O_NONBLOCK someone cleared would sleep in the kernel,
+     * and a thread of this process that the write wakes can then take the
+     * GIL at once (a cross-thread ping-pong costs half as much). */
     efd_enter(self);
     Py_BEGIN_ALLOW_THREADS
-    err = attempt(impl, op, value, 0);
-    Py_END_ALLOW_THREADS
-    efd_leave(self);
-    return err;
-}
-
-/* The shared lock was busy and the caller does not wait for units: wait
- * for the lock alone, a bounded time, without the GIL. */
-static int
-attempt_past_lock(eventfd_object *self, int op, uint64_t *value)
-{
-    int err;
-    efd_enter(self);
-    Py_BEGIN_ALLOW_THREADS
-    err = attempt(&self->impl, op, value, EFD_RECHECK_MS);
+    err = attempt(impl, op, value);
     Py_END_ALLOW_THREADS
     efd_leave(self);
     return err;
@@ -330,27 +328,14 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
     efd_impl *impl = &self->impl;
     int64_t deadline = -1;
     uint64_t generation = LOAD(&self->generation);
-    int err, result, pollout_lies = 0, retry_now, first;
+    int err, result, pollout_lies = 0, first;
     uint32_t ticket = 0;
     efd_waiter *w;
 
-    err = first_attempt(self, op, value);
-    if (!blocking && err == EBUSY) {
-        err = attempt_past_lock(self, op, value);
-        if (LOAD(&self->closed)) {
-            if (err == 0)
-                return 1;               /* done before close() got in */
-            efd_err_closed();
-            return -1;
-        }
-        if (err == EBUSY)
-            return 0;
-    }
+    err = efd_attempt(self, op, value);
     if (err == 0)
         return 1;
-    if (err == EAGAIN && op == EFD_OP_RELEASE)
-        return fail(EAGAIN);
-    if (err != EAGAIN && err != EBUSY && err != EINTR)
+    if (err != EAGAIN && err != EINTR)
         return fail(err);
     if (!blocking)
         return 0;
@@ -372,7 +357,6 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
         return -1;
     if (impl->ops->syscall_always)
         (void)efd_ensure_nonblock(impl->fd);   /* see efd_eventfd.c */
-    retry_now = (err == EBUSY);
     /* block() backends: the first pass only takes a ticket and looks (the
      * close and count checks above came before any ticket). */
     first = impl->ops->block != NULL;
@@ -380,23 +364,21 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
     for (;;) {
         efd_waitspec ws;
         struct pollfd pfd[2];
-        int ms, lock_ms, n, saved_errno = 0, closed;
+        int ms, n, saved_errno = 0, closed;
 
         ms = remaining_ms(deadline);
-        lock_ms = (ms < 0 || ms > EFD_RECHECK_MS) ? EFD_RECHECK_MS : ms;
-        impl->ops->waitspec(impl, op == EFD_OP_WRITE || op == EFD_OP_RELEASE,
-                            &ws);
-        if (op == EFD_OP_RELEASE || pollout_lies) {
-            /* A release waits for the shared lock only; and POLLOUT says
-             * "room for 1", not "room for value": once it has failed us,
-             * re-try in slices instead of spinning. */
+        impl->ops->waitspec(impl, op == EFD_OP_WRITE, &ws);
+        if (pollout_lies) {
+            /* POLLOUT says "room for 1", not "room for value": once it has
+             * failed us, re-try in slices instead of spinning. */
             ws.fd = -1;
-            ws.slice_ms = op == EFD_OP_RELEASE ? EFD_RECHECK_MS : 5;
+            ws.slice_ms = 5;
         }
+        if (w->kind == EFD_WAITER_NOCHANNEL
+                && (ws.slice_ms <= 0 || ws.slice_ms > EFD_NOCHAN_MS))
+            ws.slice_ms = EFD_NOCHAN_MS;
         if (ws.slice_ms > 0 && (ms < 0 || ms > ws.slice_ms))
             ms = ws.slice_ms;
-        if (retry_now)
-            ms = 0;                     /* the lock was busy: no poll wait */
         pfd[0].fd = ws.fd;
         pfd[0].events = ws.events;
         pfd[0].revents = 0;
@@ -422,28 +404,22 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
             ticket = impl->ops->ticket(impl);   /* before every look below */
         closed = LOAD(&self->closed);
         if (n >= 0 && !closed) {
-            err = attempt(impl, op, value, lock_ms);
+            err = attempt(impl, op, value);
             /* Readable, yet nothing there: the readiness may be stale
-             * (pipe: a process died between its two steps). */
+             * (memory backends: a process died before its sync). */
             if (err == EAGAIN && impl->ops->repair != NULL
                     && (pfd[0].revents & POLLIN))
-                (void)impl->ops->repair(impl, lock_ms);
+                (void)impl->ops->repair(impl);
         }
         Py_END_ALLOW_THREADS
 
-        retry_now = first = 0;
+        first = 0;
         if (n >= 0 && !closed) {
             if (err == 0) {
                 result = 1;
                 break;
             }
-            if (err == EAGAIN && op == EFD_OP_RELEASE) {
-                result = fail(EAGAIN);
-                break;
-            }
-            if (err == EBUSY)
-                retry_now = 1;
-            else if (err != EAGAIN && err != EINTR) {
+            if (err != EAGAIN && err != EINTR) {
                 result = fail(err);
                 break;
             }
