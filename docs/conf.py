@@ -1,10 +1,13 @@
 """Sphinx configuration for efd's documentation.
 
 Built strictly: ``sphinx-build -W -n`` (warnings are errors, every
-cross-reference must resolve).  The API pages are autodoc'd from the
-installed package, so build with efd importable (``pip install -e .``).
+cross-reference must resolve).  The API pages are autodoc'd from efd
+itself, so build with efd importable: after ``pip install .`` (the
+installed package is documented) or ``pip install -e .`` (the source tree,
+whose compiled extension then sits beside it).
 """
 import builtins
+import importlib.machinery
 import inspect
 import os
 import re
@@ -15,7 +18,35 @@ from sphinx.ext.napoleon.docstring import GoogleDocstring
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
+
+
+def _source_tree_is_built():
+    """True if the source tree's efd has a compiled extension for this
+    interpreter (an editable install or an in-place build)."""
+    pkg = os.path.join(ROOT, "efd")
+    return any(os.path.exists(os.path.join(pkg, "_efd" + suffix))
+               for suffix in importlib.machinery.EXTENSION_SUFFIXES)
+
+
+def _same_dir(entry, path):
+    try:
+        return os.path.samefile(entry or os.getcwd(), path)
+    except OSError:
+        return False
+
+
+# The source tree's efd is importable as such only once it is built; else
+# (``pip install .``) it must not shadow the installed package, which it
+# would whenever the build runs from the checkout (``python -m sphinx``
+# puts the current directory first on sys.path).
+if _source_tree_is_built():
+    sys.path.insert(0, ROOT)
+else:
+    sys.path[:] = [p for p in sys.path if not _same_dir(p, ROOT)]
+    # The doctests start child interpreters (``python -c``) in the current
+    # directory, which such a child puts first on its path: keep it off
+    # (Python 3.11+; on older ones build from outside the checkout).
+    os.environ["PYTHONSAFEPATH"] = "1"
 
 import efd  # noqa: E402  (after the path is set)
 

@@ -23,9 +23,41 @@
 
 /* ---- the os.eventfd backport ------------------------------------------- */
 
-/* The converters behave as the ones CPython's os module uses (Argument
- * Clinic's unsigned int / unsigned long long / int / fildes). */
+/* The converters behave as the ones the running interpreter's os module
+ * uses (Argument Clinic's unsigned_int / unsigned_long_long / int / fildes).
+ * The unsigned ones changed in CPython 3.14: they take any object with
+ * __index__ (PyLong_AsNativeBytes with ALLOW_INDEX), a negative value is
+ * "Cannot convert negative int" and an overflow names the C type.  Up to
+ * 3.13 they take ints only ("an integer is required"), a negative value is
+ * "value must be positive" and an overflow is PyLong_AsUnsigned*'s own
+ * message.  An extension is built for one interpreter version, so the
+ * choice is made at compile time; 3.8 and 3.9, which have no os.eventfd,
+ * get 3.13's behaviour. */
 
+#if PY_VERSION_HEX >= 0x030E0000
+static int
+conv_unsigned(PyObject *obj, int c_uint, unsigned long long *out)
+{
+    unsigned long long v = 0;
+    unsigned int u = 0;
+    void *buf = c_uint ? (void *)&u : (void *)&v;
+    size_t size = c_uint ? sizeof(u) : sizeof(v);
+    Py_ssize_t need = PyLong_AsNativeBytes(
+        obj, buf, (Py_ssize_t)size,
+        Py_ASNATIVEBYTES_NATIVE_ENDIAN | Py_ASNATIVEBYTES_ALLOW_INDEX
+        | Py_ASNATIVEBYTES_REJECT_NEGATIVE | Py_ASNATIVEBYTES_UNSIGNED_BUFFER);
+    if (need < 0)
+        return -1;
+    if ((size_t)need > size) {
+        PyErr_SetString(PyExc_OverflowError,
+                        c_uint ? "Python int too large for C unsigned int"
+                               : "Python int too large for C unsigned long long");
+        return -1;
+    }
+    *out = c_uint ? (unsigned long long)u : v;
+    return 0;
+}
+#else
 static int
 conv_unsigned(PyObject *obj, int c_uint, unsigned long long *out)
 {
@@ -50,6 +82,7 @@ conv_unsigned(PyObject *obj, int c_uint, unsigned long long *out)
     *out = v;
     return 0;
 }
+#endif
 
 static int
 conv_int(PyObject *obj, int *out)
@@ -76,10 +109,32 @@ conv_int(PyObject *obj, int *out)
     return 0;
 }
 
+/* The fd argument: an int or an object with fileno(), as os takes it.  An
+ * efd.EventFD is refused unless its descriptor is a kernel eventfd: the
+ * descriptor of any other backend is for readiness only, and reading it
+ * directly would consume the readiness token, not a unit. */
 static int
-conv_fd(PyObject *obj, int *out)
+conv_fd(PyObject *module, int for_write, PyObject *obj, int *out)
 {
-    int fd = PyObject_AsFileDescriptor(obj);
+    efd_state *st = (efd_state *)PyModule_GetState(module);
+    int fd;
+    if (st != NULL && st->EventFD_type != NULL
+            && PyObject_TypeCheck(obj, st->EventFD_type)) {
+        eventfd_object *ev = (eventfd_object *)obj;
+        const efd_backend *ops = ev->impl.ops;
+        /* A closed object: its fileno() raises the "closed" error below. */
+        if (!ev->closed && ops != NULL && ops != &efd_backend_eventfd
+                && ops != &efd_backend_readback) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s() argument 'fd': this EventFD uses the '%s' "
+                         "backend, whose descriptor is not a kernel eventfd; "
+                         "use the object's own %s() method",
+                         for_write ? "eventfd_write" : "eventfd_read",
+                         ops->name, for_write ? "write" : "read");
+            return -1;
+        }
+    }
+    fd = PyObject_AsFileDescriptor(obj);
     if (fd < 0)
         return -1;
     *out = fd;
@@ -130,7 +185,12 @@ efd_fn_eventfd(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
 }
 
 /* One read(2)/write(2) of 8 bytes on a raw eventfd, as os does it, but with
- * the PEP 475 retry that os.eventfd_read/eventfd_write lack. */
+ * the PEP 475 retry that os.eventfd_read/eventfd_write lack.  A transfer of
+ * fewer than 8 bytes (the fd is not an eventfd: a pipe holding less, or at
+ * its end) fails as os's does: glibc's eventfd_read()/eventfd_write() return
+ * -1 without setting errno, and os raises OSError from errno, which a
+ * successful read(2) left alone: OSError(0, 'Error') on Python 3.10-3.15.
+ * errno is made 0 here, so the result does not depend on a stale value. */
 static int
 raw_io(int fd, int for_write, uint64_t *value)
 {
@@ -142,8 +202,12 @@ raw_io(int fd, int for_write, uint64_t *value)
                       : read(fd, value, sizeof(*value));
         saved = errno;
         Py_END_ALLOW_THREADS
-        if (n >= 0)
+        if (n == (ssize_t)sizeof(*value))
             return 0;
+        if (n >= 0) {
+            efd_err_errno(0);
+            return -1;
+        }
         if (saved != EINTR) {
             efd_err_errno(saved);
             return -1;
@@ -172,7 +236,7 @@ efd_fn_eventfd_read(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
         missing("eventfd_read", "fd", 1);
         return NULL;
     }
-    if (conv_fd(a[0], &fd) < 0 || raw_io(fd, 0, &value) < 0)
+    if (conv_fd(module, 0, a[0], &fd) < 0 || raw_io(fd, 0, &value) < 0)
         return NULL;
     return PyLong_FromUnsignedLongLong(value);
 }
@@ -200,7 +264,7 @@ efd_fn_eventfd_write(PyObject *module, PyObject *const *args,
                 a[0] == NULL ? 1 : 2);
         return NULL;
     }
-    if (conv_fd(a[0], &fd) < 0 || conv_unsigned(a[1], 0, &v) < 0)
+    if (conv_fd(module, 1, a[0], &fd) < 0 || conv_unsigned(a[1], 0, &v) < 0)
         return NULL;
     value = v;
     if (raw_io(fd, 1, &value) < 0)

@@ -129,10 +129,22 @@ def open_fd_count():
     return len(os.listdir("/proc/self/fd"))
 
 
+#: True when the efd under test is this checkout's own (an editable install
+#: or an in-place build); False when it is an installed package (a wheel, or
+#: ``pip install .``), which children must import too.
+EFD_FROM_REPO = os.path.dirname(
+    os.path.dirname(os.path.abspath(efd.__file__))) == REPO
+
+
 def child_env(backend=None, extra=None):
+    """The environment for a child interpreter: the efd under test
+    importable (the checkout goes first on PYTHONPATH only when that is
+    where efd comes from), EFD_BACKEND set to `backend` (unset if None),
+    faulthandler on, and `extra` on top."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = REPO + (
-        os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    if EFD_FROM_REPO:
+        env["PYTHONPATH"] = REPO + (
+            os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.pop("EFD_BACKEND", None)
     if backend is not None:
         env["EFD_BACKEND"] = backend

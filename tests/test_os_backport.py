@@ -1,15 +1,31 @@
 """efd.eventfd / eventfd_read / eventfd_write: the os.eventfd backport.
 
+SPEC §5 "Pythons": the backport behaves as the running interpreter's ``os``
+where it has ``os.eventfd`` (3.10+), and as 3.13's on 3.8 and 3.9.
+
 On Python 3.10+ each input of a table goes to both the os function and
 ours, on identically prepared descriptors; results, exception types and
-messages, and the counter afterwards must agree.  On 3.8/3.9 (no os.eventfd)
-the functions are checked against SPEC §1 directly.  (Behaviour under
-signals, where efd deliberately differs, is in test_signals.py.)
+messages, and the counter afterwards must agree, whatever this version's
+``os`` says.  The differences between versions are then stated explicitly
+(``test_unsigned_arguments_*``), and those tests run on 3.8/3.9 too:
+
+* up to 3.13, ``initval`` and ``value`` must be ints ("an integer is
+  required"); a negative one is "value must be positive";
+* from 3.14, they take any object with ``__index__``; a negative one is
+  "Cannot convert negative int", an overflow names the C type, and a
+  non-integer gets PyNumber_Index's "... cannot be interpreted as an
+  integer".
+
+Where efd goes beyond os: ``eventfd_read``/``eventfd_write`` refuse an
+``efd.EventFD`` whose descriptor is not a kernel eventfd (os would read the
+pipe backend's readiness token).  (Behaviour under signals, where efd
+deliberately differs, is in test_signals.py.)
 """
 
 import errno
 import fcntl
 import os
+import sys
 
 import pytest
 
@@ -35,8 +51,21 @@ class FileLike:
 class Index:
     """An integer-like object (has __index__ but is not an int)."""
 
+    def __init__(self, value=3):
+        self.value = value
+
     def __index__(self):
-        return 3
+        return self.value
+
+    def __repr__(self):
+        return "Index(%r)" % (self.value,)
+
+
+class LyingInt(int):
+    """An int whose __index__ disagrees: the int value is the one used."""
+
+    def __index__(self):
+        return 7
 
 
 def fd_flags(fd):
@@ -74,6 +103,8 @@ EVENTFD_CASES = [
     ((0,), {}), ((1,), {}), ((2**32 - 1,), {}), ((True,), {}),
     ((-1,), {}), ((2**32,), {}), ((2**64,), {}), ((-(2**70),), {}),
     ((1.5,), {}), (("1",), {}), ((None,), {}), ((Index(),), {}),
+    ((Index(-1),), {}), ((Index(2**32),), {}), ((Index("1"),), {}),
+    ((LyingInt(3),), {}),
     ((0, 0), {}), ((7, efd.EFD_SEMAPHORE), {}),
     ((0, efd.EFD_NONBLOCK | efd.EFD_CLOEXEC | efd.EFD_SEMAPHORE), {}),
     ((0, True), {}), ((0, Index()), {}), ((0, 1.0), {}), ((0, "x"), {}),
@@ -154,7 +185,8 @@ def test_eventfd_read_same_as_os(name, make_arg, semaphore, initval):
 # ---- eventfd_write() ---------------------------------------------------------------
 
 WRITE_VALUES = [0, 1, 5, True, False, 2**32, MAX - 3, MAX, 2**64 - 1, 2**64,
-                -1, -(2**70), 1.5, "1", None, Index()]
+                -1, -(2**70), 1.5, "1", None, Index(), Index(0), Index(-1),
+                Index(2**64), Index(1.0), LyingInt(3)]
 
 
 @needs_os
@@ -310,3 +342,186 @@ def test_bad_descriptor():
     assert info.value.errno == errno.EBADF
     with pytest.raises(ValueError):
         efd.eventfd_write(-1, 1)
+
+
+# ---- what changed between versions, stated explicitly (every Python) ------
+
+#: CPython 3.14 changed the os module's unsigned converters.
+OS_314 = sys.version_info >= (3, 14)
+
+
+def test_unsigned_arguments_negative():
+    message = ("Cannot convert negative int" if OS_314
+               else "value must be positive")
+    with pytest.raises(ValueError, match="^%s$" % message):
+        efd.eventfd(-1)
+    fd = efd.eventfd(4, efd.EFD_NONBLOCK)
+    try:
+        with pytest.raises(ValueError, match="^%s$" % message):
+            efd.eventfd_write(fd, -(2**70))
+        assert count_of(fd) == 4
+    finally:
+        os.close(fd)
+
+
+def test_unsigned_arguments_non_integers():
+    message = ("'float' object cannot be interpreted as an integer" if OS_314
+               else "an integer is required")
+    with pytest.raises(TypeError, match="^%s$" % message):
+        efd.eventfd(1.0)
+    fd = efd.eventfd(4, efd.EFD_NONBLOCK)
+    try:
+        with pytest.raises(TypeError, match="^%s$" % message):
+            efd.eventfd_write(fd, 1.0)
+        assert count_of(fd) == 4
+    finally:
+        os.close(fd)
+
+
+def test_unsigned_arguments_index_objects():
+    """__index__ is used from 3.14 on, refused before."""
+    fd = efd.eventfd(4, efd.EFD_NONBLOCK)
+    try:
+        if OS_314:
+            efd.eventfd_write(fd, Index(3))
+            assert count_of(fd) == 7
+            new = efd.eventfd(Index(9))
+            try:
+                assert count_of(new) == 9
+            finally:
+                os.close(new)
+            with pytest.raises(ValueError, match="negative"):
+                efd.eventfd_write(fd, Index(-1))
+            with pytest.raises(TypeError, match="__index__"):
+                efd.eventfd_write(fd, Index("1"))
+        else:
+            for bad in (Index(3), Index(-1), Index("1")):
+                with pytest.raises(TypeError, match="^an integer is required$"):
+                    efd.eventfd_write(fd, bad)
+                with pytest.raises(TypeError, match="^an integer is required$"):
+                    efd.eventfd(bad)
+            assert count_of(fd) == 4
+        # An int subclass is an int: its own value, never its __index__.
+        efd.eventfd_write(fd, LyingInt(3))
+        assert count_of(fd) == (10 if OS_314 else 7)
+    finally:
+        os.close(fd)
+
+
+def test_unsigned_arguments_overflow():
+    big_uint = "Python int too large for C unsigned int"      # every version
+    huge_uint = ("Python int too large for C unsigned int" if OS_314
+                 else "Python int too large to convert to C unsigned long")
+    huge_ull = ("Python int too large for C unsigned long long" if OS_314
+                else "int too big to convert")
+    with pytest.raises(OverflowError, match="^%s$" % big_uint):
+        efd.eventfd(2**32)
+    with pytest.raises(OverflowError, match="^%s$" % huge_uint):
+        efd.eventfd(2**64)
+    fd = efd.eventfd(4, efd.EFD_NONBLOCK)
+    try:
+        with pytest.raises(OverflowError, match="^%s$" % huge_ull):
+            efd.eventfd_write(fd, 2**64)
+        assert count_of(fd) == 4
+    finally:
+        os.close(fd)
+
+
+# ---- only a kernel eventfd; short reads ---------------------------------------
+
+KERNEL_COUNTERS = ("eventfd", "eventfd-readback")
+
+
+def test_eventfd_object_needs_a_kernel_counter(backend):
+    """An EventFD over a kernel eventfd is a file-like fd argument as any
+    other; one of any other backend is refused, naming the backend, and
+    nothing is consumed (its descriptor only signals readiness)."""
+    import select
+    ev = efd.EventFD(3, backend=backend, nonblocking=True)
+    try:
+        if backend in KERNEL_COUNTERS:
+            assert efd.eventfd_read(ev) == 3
+            efd.eventfd_write(ev, 2)
+            assert ev.read() == 2
+        else:
+            for call, method in ((lambda: efd.eventfd_read(ev), "read()"),
+                                 (lambda: efd.eventfd_write(ev, 1), "write()"),
+                                 (lambda: efd.eventfd_read(fd=ev), "read()")):
+                with pytest.raises(ValueError) as info:
+                    call()
+                message = str(info.value)
+                assert "'%s' backend" % backend in message, message
+                assert "argument 'fd'" in message, message
+                assert "not a kernel eventfd" in message, message
+                assert method in message, message
+            assert select.select([ev], [], [], 0)[0] == [ev]
+            assert ev.read() == 3
+    finally:
+        ev.close()
+    # A closed object gets the usual "closed" error, whatever its backend.
+    with pytest.raises(ValueError, match="closed"):
+        efd.eventfd_read(ev)
+    with pytest.raises(ValueError, match="closed"):
+        efd.eventfd_write(ev, 1)
+
+
+def test_raw_descriptor_of_any_kind_is_accepted_as_os_does():
+    """A raw fd is not checked: os reads whatever it is given."""
+    r, w = os.pipe()
+    try:
+        efd.eventfd_write(w, 5)            # eight bytes into the pipe
+        assert os.read(r, 100) == (5).to_bytes(8, sys.byteorder)
+        os.write(w, (6).to_bytes(8, sys.byteorder) + b"rest")
+        assert efd.eventfd_read(r) == 6    # reads exactly eight bytes
+        assert os.read(r, 100) == b"rest"
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def short_read_outcomes(fn):
+    """fn on a pipe holding 3 bytes, then on a pipe at its end."""
+    results = []
+    r, w = os.pipe()
+    try:
+        os.write(w, b"abc")
+        results.append(outcome(fn, r))
+        os.write(w, b"x" * 8)      # the 3 bytes are gone: 8 more read whole
+        results.append(outcome(fn, r))
+        os.close(w)
+        w = -1
+        results.append(outcome(fn, r))
+    finally:
+        os.close(r)
+        if w >= 0:
+            os.close(w)
+    return results
+
+
+def test_short_read_raises():
+    """Fewer than 8 bytes: OSError with errno 0, as os.eventfd_read raises
+    (glibc's eventfd_read returns -1 without setting errno)."""
+    short, whole, eof = short_read_outcomes(efd.eventfd_read)
+    expected = ("raise", OSError, "[Errno 0] Error")
+    assert short == expected
+    assert whole == ("ok", int.from_bytes(b"x" * 8, sys.byteorder))
+    assert eof == expected
+    r, w = os.pipe()
+    try:
+        os.write(w, b"abc")
+        with pytest.raises(OSError) as info:
+            efd.eventfd_read(r)
+        assert type(info.value) is OSError and info.value.errno == 0
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+@needs_os
+def test_short_read_same_as_os():
+    mine = short_read_outcomes(efd.eventfd_read)
+    theirs = short_read_outcomes(os.eventfd_read)
+    # os's errno is whatever the thread's errno was (glibc leaves it alone
+    # after a short read); efd makes it 0.  Types and results must agree.
+    assert [r[:2] for r in mine] == [r[:2] for r in theirs]
+    assert mine[1] == theirs[1]
