@@ -30,7 +30,7 @@ except ImportError:
 
 SEM = efd.EFD_SEMAPHORE
 NB = efd.EFD_NONBLOCK
-BACKENDS = ("eventfd", "eventfd-readback", "pipe")
+BACKENDS = ("eventfd", "eventfd-readback", "pipe", "futex")
 FORK = multiprocessing.get_context("fork")
 JOIN_TIMEOUT = 60
 
@@ -77,6 +77,20 @@ class Sems:
             ev = efd.EventFD(initval, semaphore=True, backend=backend)
             return ev.release, ev.acquire, ev.close
         return make
+
+    @staticmethod
+    def efd_armed(backend):
+        # fileno() asked for: the futex backend keeps readiness in step.
+        def make(initval=0):
+            ev = efd.EventFD(initval, semaphore=True, backend=backend)
+            ev.fileno()
+            return ev.release, ev.acquire, ev.close
+        return make
+
+    @staticmethod
+    def dropin(initval=0):
+        s = efd.Semaphore(initval)
+        return s.release, s.acquire, s.close
 
     @staticmethod
     def os_eventfd(initval=0, flags=0):
@@ -174,6 +188,12 @@ def pair_case(cfg, held):
         impls.append(Impl("efd EventFD [%s]" % b, _pair(Sems.efd(b), initval),
                           available=_efd_available(b)))
     impls += [
+        Impl("efd.Semaphore (futex)", _pair(Sems.dropin, initval),
+             available=_efd_available("futex"),
+             note="the drop-in's C methods on the futex backend"),
+        Impl("efd EventFD [futex], armed", _pair(Sems.efd_armed("futex"), initval),
+             available=_efd_available("futex"),
+             note="after fileno(): readiness kept in step (a syscall per crossing)"),
         Impl("os.eventfd, EFD_NONBLOCK fd", _pair_os(initval, NB),
              note="the same kind of fd as efd's (always O_NONBLOCK)"),
         Impl("os.eventfd, blocking fd", _pair_os(initval, 0)),
@@ -445,6 +465,8 @@ def pingpong_case(cfg, kind):
     impls = [Impl("efd EventFD [%s]" % b, _pingpong(Sems.efd(b), kind),
                   available=_efd_available(b)) for b in BACKENDS]
     impls += [
+        Impl("efd.Semaphore (futex)", _pingpong(Sems.dropin, kind),
+             available=_efd_available("futex")),
         Impl("os.eventfd, blocking fds", _pingpong(Sems.os_eventfd, kind),
              note="blocks in read(); efd waits in poll() then reads"),
     ]
@@ -979,6 +1001,72 @@ def mpmc_case(cfg):
                     "consumers acquire them all.  Time per unit moved.")
 
 
+# ---- efd.Event against threading.Event --------------------------------------
+
+def _calls(make, name, n_per=1):
+    # `name` of the object make() returns, called n times in a plain loop.
+    def run(n):
+        obj = make()
+        try:
+            f = getattr(obj, name)
+            r = range(n)
+            t0 = now()
+            for _ in r:
+                f()
+            return now() - t0
+        finally:
+            close = getattr(obj, "close", None)
+            if close is not None:
+                close()
+    return run
+
+
+def _set_clear(make):
+    def run(n):
+        obj = make()
+        try:
+            s, c = obj.set, obj.clear
+            r = range(n)
+            t0 = now()
+            for _ in r:
+                s()
+                c()
+            return now() - t0
+        finally:
+            close = getattr(obj, "close", None)
+            if close is not None:
+                close()
+    return run
+
+
+def event_case(cfg, what):
+    futex = _efd_available("futex")
+    if what == "is_set":
+        impls = [
+            Impl("efd.Event (futex)", _calls(efd.Event, "is_set"), available=futex),
+            Impl("efd.Event [eventfd]",
+                 _calls(lambda: efd.Event(backend="eventfd"), "is_set"),
+                 available=_efd_available("eventfd"),
+                 note="poll() on the kernel counter"),
+            Impl("threading.Event", _calls(threading.Event, "is_set"), note=WHY_INPROC),
+            Impl("multiprocessing.Event", _calls(FORK.Event, "is_set")),
+        ]
+        return Case("event-is-set", "Event.is_set(), flag clear", "call", impls,
+                    "efd.Event (futex)",
+                    doc="One load from the shared page on the futex backend.")
+    impls = [
+        Impl("efd.Event (futex)", _set_clear(efd.Event), available=futex),
+        Impl("efd.Event [eventfd]", _set_clear(lambda: efd.Event(backend="eventfd")),
+             available=_efd_available("eventfd")),
+        Impl("threading.Event", _set_clear(threading.Event), note=WHY_INPROC),
+        Impl("multiprocessing.Event", _set_clear(FORK.Event)),
+    ]
+    return Case("event-set-clear", "Event.set() + clear(), nobody waiting", "pair",
+                impls, "efd.Event (futex)",
+                doc="No system call on the futex backend while nobody waits "
+                    "and nobody asked for fileno().")
+
+
 def all_cases(cfg):
     """Every case, in report order, as (key, builder)."""
     return [
@@ -993,4 +1081,6 @@ def all_cases(cfg):
         ("async-waiters", lambda: waiters_case(cfg)),
         ("async-handoff", lambda: handoff_case(cfg)),
         ("mpmc", lambda: mpmc_case(cfg)),
+        ("event-is-set", lambda: event_case(cfg, "is_set")),
+        ("event-set-clear", lambda: event_case(cfg, "set_clear")),
     ]

@@ -69,8 +69,12 @@ def build_floor(cfg, tmpdir):
 SYSCALL_CHILD = r"""
 import os, sys, efd
 backend, n, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-ev = efd.EventFD(n + 1, semaphore=True, backend=backend)
-acq, rel, r = ev.acquire, ev.release, range(n)
+if backend == "efd.Semaphore":           # the drop-in, counter 0 -> 1 -> 0
+    ev = efd.Semaphore(0)
+    acq, rel, r = ev.acquire, ev.release, range(n)
+else:
+    ev = efd.EventFD(n + 1, semaphore=True, backend=backend)
+    acq, rel, r = ev.acquire, ev.release, range(n)
 def mark(tag):
     try:
         os.write(-1, tag)       # shows up in strace as write(-1, "TAG", ..)
@@ -80,12 +84,19 @@ mark(b"EFD-BENCH-BEGIN")
 if mode == "acquire":
     for _ in r:
         acq()
+elif mode == "cross":
+    for _ in r:
+        rel()
+        acq()
 else:
     for _ in r:
         acq()
         rel()
 mark(b"EFD-BENCH-END")
-assert ev._peek() in (1, n + 1), ev._peek()
+if backend == "efd.Semaphore":
+    assert ev._ev._peek() == 0, ev._ev._peek()
+else:
+    assert ev._peek() in (1, n + 1), ev._peek()
 ev.close()
 """
 
@@ -127,13 +138,14 @@ def count_syscalls(backend, n, mode):
 
 def syscall_checks(cfg):
     rows = []
-    for backend in bench_cases.BACKENDS:
-        for mode in ("acquire", "pair"):
-            try:
-                total, names = count_syscalls(backend, cfg.syscall_n, mode)
-                rows.append((backend, mode, total, names, None))
-            except Exception as exc:            # reported, not fatal
-                rows.append((backend, mode, None, {}, str(exc)))
+    runs = [(b, m) for b in bench_cases.BACKENDS for m in ("acquire", "pair")]
+    runs.append(("efd.Semaphore", "cross"))
+    for backend, mode in runs:
+        try:
+            total, names = count_syscalls(backend, cfg.syscall_n, mode)
+            rows.append((backend, mode, total, names, None))
+        except Exception as exc:            # reported, not fatal
+            rows.append((backend, mode, None, {}, str(exc)))
     return rows
 
 
@@ -211,6 +223,29 @@ def checks(cases, syscalls):
                                 "hand-written add_reader + os.eventfd_read", "<=", 1.2,
                                 "async wake-up round trip (%s releases), efd / "
                                 "hand-written add_reader" % kind))
+    sem, mp, pi = ("efd.Semaphore (futex)", "multiprocessing.Semaphore",
+                   "posix_ipc.Semaphore")
+    out.append(_ratio_check(cases, 12, "pair", sem, mp, "<=", 1.00,
+                            "efd.Semaphore release+acquire / multiprocessing"))
+    out.append(_ratio_check(cases, 12, "pair", sem, pi, "<=", 1.00,
+                            "efd.Semaphore release+acquire / posix_ipc"))
+    out.append(_ratio_check(cases, 12, "pair", "efd EventFD [futex], armed", ev,
+                            "<=", 1.2, "futex pair after fileno() / eventfd pair"))
+    for kind in ("thread", "process"):
+        out.append(_ratio_check(cases, 12, kind + "-pingpong", sem, pi, "<=", 1.00,
+                                "%s ping-pong, efd.Semaphore / posix_ipc" % kind))
+    out.append(_ratio_check(cases, 12, "event-is-set", "efd.Event (futex)",
+                            "threading.Event", "<=", 1.0,
+                            "Event.is_set(), efd / threading"))
+    row = [r for r in syscalls if r[0] == "efd.Semaphore"]
+    what = "syscalls in %d efd.Semaphore release+acquire pairs (0 -> 1 -> 0)"
+    if not row:
+        out.append(Check(12, "efd.Semaphore pair makes no syscall", None, "==", 0,
+                         skip="syscall count not run"))
+    else:
+        b, mode, total, names, err, n = row[0]
+        out.append(Check(12, what % n, total, "==", 0, skip=err,
+                         shown=None if total is None else str(total)))
     wc = cases.get("async-waiters")
     for alt in ("run_in_executor(multiprocessing.Semaphore.acquire)",
                 "run_in_executor(posix_ipc.Semaphore.acquire)",

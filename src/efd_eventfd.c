@@ -82,13 +82,19 @@ int
 efd_kernel_write(int fd, uint64_t value)
 {
     ssize_t n;
-    /* No RWF_NOWAIT for eventfd writes: make sure the description is
-     * non-blocking (someone sharing it may have cleared the flag), or a
-     * write that does not fit would sleep in the kernel, where neither a
-     * timeout nor close() reaches it.  One cheap fcntl per write. */
-    int err = efd_ensure_nonblock(fd);
-    if (err)
-        return err;
+    /* No RWF_NOWAIT for eventfd writes.  Someone sharing the description
+     * may have cleared O_NONBLOCK, and then a write that does not fit would
+     * sleep in the kernel, where neither a timeout nor close() reaches it.
+     * A write of more than 1 makes sure the flag is set (one fcntl); a
+     * write of 1 does not fit only into a counter at exactly 2**64 - 2,
+     * and checking there would cost every release() a third more: it is
+     * the one case the docs leave (the wait loop sets the flag again
+     * whenever it starts to wait). */
+    if (value > 1) {
+        int err = efd_ensure_nonblock(fd);
+        if (err)
+            return err;
+    }
     n = write(fd, &value, sizeof(value));
     if (n == (ssize_t)sizeof(value))
         return 0;
