@@ -176,6 +176,30 @@ CHILD_PRELUDE = textwrap.dedent('''
         t.start()
         return t, box
 
+    class Heartbeat:
+        """A thread noting the longest gap between its own iterations: a
+        call that keeps the GIL (or freezes the process) shows as a gap."""
+        def __init__(self):
+            self.reset()
+            threading.Thread(target=self._beat, daemon=True).start()
+            until(lambda: self.beats > 0)
+        def reset(self):
+            self.last, self.gap, self.beats = time.monotonic(), 0.0, 0
+        def _beat(self):
+            while True:
+                now = time.monotonic()
+                self.gap = max(self.gap, now - self.last)
+                self.last = now
+                self.beats += 1
+
+    def others_run(what, fn, *args, **kwargs):
+        """timed(fn, ...), checking that other threads kept running."""
+        HEART.reset()
+        result, dt = timed(fn, *args, **kwargs)
+        check(HEART.gap < 0.2, "%%s: other threads stopped for %%.2f s (the "
+                               "GIL held?)" %% (what, HEART.gap))
+        return result, dt
+
     _libc = ctypes.CDLL(None, use_errno=True)
 
     def fork_worker(body):
