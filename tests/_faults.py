@@ -223,7 +223,13 @@ CHILD_PRELUDE = textwrap.dedent('''
 ''') % {"tests": TESTS, "slack": SLACK}
 
 
-def child_code(code, **params):
-    """CHILD_PRELUDE, the given constants, then the dedented code."""
+def child_code(code, filters=None, **params):
+    """CHILD_PRELUDE, the given constants, then the dedented code.  With
+    `filters` (keyword arguments of :func:`install`), the child installs
+    that seccomp filter first, before it imports efd."""
+    head = ""
+    if filters:
+        head = ("import sys\nsys.path.insert(0, %r)\nimport _faults\n"
+                "_faults.install(**%r)\n" % (TESTS, filters))
     consts = "".join("%s = %r\n" % kv for kv in sorted(params.items()))
-    return CHILD_PRELUDE + consts + textwrap.dedent(code)
+    return head + CHILD_PRELUDE + consts + textwrap.dedent(code)
