@@ -118,6 +118,17 @@ def install(**filters):
               sc.ctypes.addressof(prog))
 
 
+def expect_ok(proc):
+    """Check a child run with ``run_py(..., check=False)``: it must exit 0
+    having printed "ok"; exit status 77 (no seccomp here) skips the test."""
+    import pytest
+    if proc.returncode == sc.SKIP_EXIT_CODE:
+        pytest.skip(proc.stderr.strip())
+    assert proc.returncode == 0 and "ok" in proc.stdout, (
+        "child exited with %d\n--- stdout\n%s\n--- stderr\n%s"
+        % (proc.returncode, proc.stdout, proc.stderr))
+
+
 #: The start of every child program: imports and bounded helpers.
 CHILD_PRELUDE = textwrap.dedent('''
     import asyncio, ctypes, errno, os, random, select, signal, sys
