@@ -24,11 +24,15 @@ def _flag(name):
 
 sources = [
     "src/efd_module.c",
+    "src/efd_util.c",
     "src/efd_object.c",
+    "src/efd_backend.c",
     "src/efd_wait.c",
     "src/efd_eventfd.c",
     "src/efd_readback.c",
+    "src/efd_shm.c",
     "src/efd_pipe.c",
+    "src/efd_futex.c",
 ]
 define_macros = []
 extra_compile_args = ["-std=gnu11", "-fvisibility=hidden"]
@@ -56,9 +60,9 @@ setup(
             define_macros=define_macros,
             extra_compile_args=extra_compile_args,
             extra_link_args=extra_link_args,
-            # shm_open lives in librt on older glibc; macOS and the BSDs
-            # have it in libc.
-            libraries=["rt"] if sys.platform.startswith("linux") else [],
+            # shm_open and the robust-mutex calls live in librt and
+            # libpthread on older glibc; macOS and the BSDs have them in libc.
+            libraries=["rt", "pthread"] if sys.platform.startswith("linux") else [],
         )
     ],
 )

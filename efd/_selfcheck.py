@@ -15,7 +15,7 @@ import time
 import efd
 from efd import _efd
 
-BACKENDS = ("eventfd", "eventfd-readback", "pipe")
+BACKENDS = ("eventfd", "eventfd-readback", "pipe", "futex")
 
 
 def _why(semaphore, probe):
@@ -99,6 +99,7 @@ def main():
     print("  eventfd2(0, CLOEXEC|NONBLOCK):            %s" % probe["eventfd2"])
     print("  eventfd2(0, CLOEXEC|NONBLOCK|SEMAPHORE):  %s"
           % probe["eventfd2_semaphore"])
+    print("  process-shared futex (backend 'futex'):   %s" % probe["futex"])
     forced = os.environ.get("EFD_BACKEND", "")
     print()
     print("Automatic choice%s:" % (

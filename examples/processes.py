@@ -46,9 +46,10 @@ def main():
 
     # An eventfd made by efd is close-on-exec by default; pass_fds lets this
     # one through to the new program, which adopts it.  from_fd() adopts
-    # kernel eventfds only: the 'pipe' backend's descriptors cannot be
-    # handed over this way (multiprocessing can carry them, see above).
-    if done.backend == "pipe":
+    # kernel eventfds only: the 'pipe' and 'futex' backends' descriptors
+    # cannot be handed over this way (multiprocessing can carry them, see
+    # above).
+    if done.backend not in ("eventfd", "eventfd-readback"):
         print("subprocess + from_fd: skipped (needs a kernel eventfd)")
     else:
         fd = done.fileno()

@@ -4,15 +4,26 @@
  *
  * A backend is a table of plain C functions that never touch Python objects
  * and may be called with or without the GIL.  Each returns 0 on success or a
- * positive errno value; EAGAIN means "not now, wait for readiness".  The
- * Python layer (efd_object.c) owns argument checking, the closed state and the
- * single wait loop (efd_wait.c) that every blocking call goes through.
+ * positive errno value:
+ *
+ *   EAGAIN  not now: wait for readiness (or, for a write, for room);
+ *   EBUSY   a lock shared with other processes is held and `lock_ms` ran
+ *           out; the caller retries without the GIL (pipe backend only).
+ *
+ * No backend operation ever sleeps longer than the `lock_ms` it is given,
+ * so the caller decides what may wait with the GIL held (nothing) and what
+ * may wait without it (a bounded slice, between checks for close() and
+ * signals).  The Python layer (efd_object.c) owns argument checking and the
+ * closed state; efd_wait.c holds the single wait loop that every blocking
+ * call goes through; efd_backend.c chooses the backend.
  */
 #ifndef EFD_H
 #define EFD_H
 
 #include <stdint.h>
+#include <stddef.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdatomic.h>
 
 #ifndef EFD_NO_EVENTFD
@@ -21,8 +32,18 @@
 #  endif
 #endif
 
+/* Robust mutexes (POSIX.1-2008): glibc and musl have them; where a system
+ * lacks them, a death inside a shared lock would leave it held for good. */
+#if defined(__linux__)
+#  define EFD_ROBUST 1
+#endif
+
 /* The largest value an eventfd counter can hold (SPEC §1). */
 #define EFD_MAX UINT64_C(0xfffffffffffffffe)
+
+/* The bounded re-check interval (SPEC §5): the longest anyone waits on a
+ * descriptor whose wake-up a dead process may have owed it. */
+#define EFD_RECHECK_MS 100
 
 typedef struct efd_shared efd_shared;     /* pipe backend's shared page */
 
@@ -33,20 +54,30 @@ typedef struct efd_impl {
     int wfd;            /* pipe backend: write end; otherwise -1 */
     int shmfd;          /* pipe backend: shared-memory fd; otherwise -1 */
     efd_shared *shm;    /* pipe backend: the mapping; otherwise NULL */
+    struct efd_fshared *fsh;  /* futex backend: the mapping; otherwise NULL */
     int semaphore;      /* reads take 1 (semaphore) or everything */
+    /* Kernel backends: 1 if reads use preadv2(RWF_NOWAIT), which never
+     * sleeps even if someone cleared O_NONBLOCK on the shared description;
+     * 0 if the kernel lacks it (reads then poll first). */
+    int nowait;
     /* eventfd-readback: units a semaphore read took but could not write
-     * back yet (the counter was full); see efd_readback.c. */
+     * back yet (the counter was full), and the process they belong to: a
+     * fork child starts with none (its parent gives them back). */
     _Atomic uint64_t held;
+    _Atomic uint32_t held_pid;
     /* This process's pid, kept current across fork() by the module (a
-     * getpid() syscall per lock would double the pipe backend's cost). */
+     * getpid() syscall per operation would cost too much). */
     const volatile uint32_t *pid;
 } efd_impl;
 
+/* What a block() sleeper waits for. */
+enum { EFD_BLOCK_READ, EFD_BLOCK_READY, EFD_BLOCK_WRITE };
+
 /* How to wait for an operation to become possible. */
 typedef struct efd_waitspec {
-    int fd;             /* fd to poll */
+    int fd;             /* fd to poll, or -1 */
     short events;       /* POLLIN or POLLOUT */
-    int slice_ms;       /* > 0: no fd signals this; re-try every slice_ms */
+    int slice_ms;       /* > 0: re-try at least every slice_ms */
 } efd_waitspec;
 
 typedef struct efd_backend {
@@ -58,40 +89,91 @@ typedef struct efd_backend {
     int (*open)(efd_impl *impl, uint64_t initval, int semaphore, int cloexec);
     /* Adopt already-open descriptors (from_fd, unpickling in a child). */
     int (*adopt)(efd_impl *impl, const int *fds, int nfds, int semaphore);
-    /* One non-blocking read: 1 in semaphore mode, everything otherwise. */
-    int (*try_read)(efd_impl *impl, uint64_t *value);
+    /* One non-blocking read: 1 in semaphore mode, everything otherwise.
+     * May wait up to lock_ms for a shared lock (EBUSY after that). */
+    int (*try_read)(efd_impl *impl, uint64_t *value, int lock_ms);
     /* One non-blocking write of `value` (value <= EFD_MAX; 0 allowed). */
-    int (*try_write)(efd_impl *impl, uint64_t value);
+    int (*try_write)(efd_impl *impl, uint64_t value, int lock_ms);
     /* Where to wait for a read (for_write == 0) or a write. */
     void (*waitspec)(efd_impl *impl, int for_write, efd_waitspec *ws);
     /* Current count without consuming it; ENOTSUP if unknown. */
     int (*peek)(efd_impl *impl, uint64_t *value);
+    /* Optional (NULL: nothing to do).  The readiness fd polled readable but
+     * a read found nothing: make readiness agree with the count again (a
+     * process may have died between changing one and the other). */
+    int (*repair)(efd_impl *impl, int lock_ms);
+    /* Optional: units this process holds outside the counter and will
+     * give back (eventfd-readback); tries once to give them back first. */
+    uint64_t (*pending)(efd_impl *impl);
+    /* Optional: fileno() was asked for: from now on (in every process that
+     * shares the object) keep the readiness fd in step with the count. */
+    void (*arm)(efd_impl *impl);
+    /* Optional, together (futex): a backend that sleeps in a way of its own
+     * instead of poll().  ticket() is taken before the caller's last look
+     * at the count and its own stop conditions; block() sleeps until the
+     * count may have changed, interrupt() was called, or ms ran out (-1:
+     * no limit), and returns 0 or an errno (EINTR).  A ticket taken before
+     * a change guarantees block() does not sleep through it. */
+    uint32_t (*ticket)(efd_impl *impl);
+    int (*block)(efd_impl *impl, int kind, uint32_t ticket, int ms);
+    /* all != 0: wake every sleeper (close(), Event.set()); all == 0: a
+     * sleeper leaves without taking anything -- pass a wake-up it may have
+     * been chosen for on to the next one, if units are there. */
+    void (*interrupt)(efd_impl *impl, int all);
     /* The descriptors that make up the object (for pickling); returns count. */
     int (*fds)(efd_impl *impl, int *out, int max);
-    /* Release everything; leaves impl->fd == -1. */
+    /* Release everything; leaves impl->fd == -1.  Never waits. */
     void (*close)(efd_impl *impl);
 } efd_backend;
 
 extern const efd_backend efd_backend_eventfd;
 extern const efd_backend efd_backend_readback;
 extern const efd_backend efd_backend_pipe;
+extern const efd_backend efd_backend_futex;   /* .open == NULL if absent */
+/* 0 if a process-shared futex works here, else an errno. */
+int efd_futex_probe(void);
 
 /* Helpers shared by the eventfd-based backends (efd_eventfd.c). */
 int efd_kernel_open(uint64_t initval, int flags, int *out_fd);
-int efd_kernel_read(int fd, uint64_t *value);
+int efd_kernel_read(int fd, int nowait, uint64_t *value);
 int efd_kernel_write(int fd, uint64_t value);
 int efd_kernel_fdinfo(int fd, uint64_t *count, int *semaphore);
+int efd_kernel_nowait_works(void);
 int efd_fd_is_eventfd(int fd);
 
 /* The native backend's operations, reused by eventfd-readback. */
 int efd_ev_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore);
-int efd_ev_try_write(efd_impl *impl, uint64_t value);
+int efd_ev_try_write(efd_impl *impl, uint64_t value, int lock_ms);
 void efd_ev_waitspec(efd_impl *impl, int for_write, efd_waitspec *ws);
 int efd_ev_peek(efd_impl *impl, uint64_t *value);
 int efd_ev_fds(efd_impl *impl, int *out, int max);
 void efd_ev_close(efd_impl *impl);
 
+/* Shared memory, robust locks and channels (efd_shm.c), for the backends
+ * that keep their count in memory and for the wait loop's wake-ups. */
+int efd_set_fd_flags(int fd, int cloexec, int nonblock);
+int efd_shm_new(size_t size, int cloexec, int *out_fd, void **out_map);
+int efd_shm_adopt(int fd, size_t size, void **out_map);
+int efd_robust_init(pthread_mutex_t *m);
+/* 0 (locked; *owner_died says whether the last owner died holding it, in
+ * which case the caller repairs and calls efd_robust_recovered), EBUSY
+ * after lock_ms, or an errno. */
+int efd_robust_lock(pthread_mutex_t *m, int lock_ms, int *owner_died);
+void efd_robust_recovered(pthread_mutex_t *m);
+/* A channel: an eventfd (rfd == wfd) where allowed and possible, else a
+ * non-blocking pipe.  put makes it readable, take undoes one put, drain
+ * empties it; none of them ever sleeps. */
+int efd_chan_open(int *rfd, int *wfd, int allow_eventfd, int cloexec);
+void efd_chan_close(int *rfd, int *wfd);
+void efd_chan_put(int rfd, int wfd);
+void efd_chan_take(int rfd, int wfd);
+void efd_chan_drain(int rfd);
+
 /* Close an fd, retrying nothing (POSIX leaves the fd closed on EINTR). */
 void efd_close_fd(int *fd);
+
+/* Make sure fd has O_NONBLOCK (someone sharing the open file description
+ * may have cleared it).  Returns 0 or an errno. */
+int efd_ensure_nonblock(int fd);
 
 #endif /* EFD_H */

@@ -3,9 +3,13 @@
  *
  * The descriptor is always opened with EFD_NONBLOCK: a read or write is one
  * syscall that never sleeps, and the Python layer waits for readiness with
- * poll() (as socket objects with a timeout do).  The helpers at the top are
- * shared with the eventfd-readback backend.
+ * poll() (as socket objects with a timeout do).  Another holder of the same
+ * open file description can clear O_NONBLOCK behind our back, so reads use
+ * preadv2(RWF_NOWAIT) where the kernel has it (Linux 5.12+ for eventfd):
+ * never a sleep in the kernel, whatever the description's flags say.  The
+ * helpers at the top are shared with the eventfd-readback backend.
  */
+#define _GNU_SOURCE 1
 #include "efd.h"
 
 #include <errno.h>
@@ -13,11 +17,26 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #ifdef EFD_HAVE_EVENTFD
 #  include <sys/eventfd.h>
+#  ifndef RWF_NOWAIT
+#    define RWF_NOWAIT 0x00000008
+#  endif
 #endif
+
+int
+efd_ensure_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0)
+        return errno;
+    if (!(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+        return errno;
+    return 0;
+}
 
 void
 efd_close_fd(int *fd)
@@ -33,9 +52,27 @@ efd_close_fd(int *fd)
 #ifdef EFD_HAVE_EVENTFD
 
 int
-efd_kernel_read(int fd, uint64_t *value)
+efd_kernel_read(int fd, int nowait, uint64_t *value)
 {
-    ssize_t n = read(fd, value, sizeof(*value));
+    ssize_t n;
+    if (nowait) {
+        struct iovec iov;
+        iov.iov_base = value;
+        iov.iov_len = sizeof(*value);
+        n = preadv2(fd, &iov, 1, -1, RWF_NOWAIT);
+    }
+    else {
+        /* No RWF_NOWAIT: look first, so that a descriptor someone made
+         * blocking cannot put this read to sleep (a reader in another
+         * process can still win the race in between: documented). */
+        struct pollfd p;
+        p.fd = fd;
+        p.events = POLLIN;
+        p.revents = 0;
+        if (poll(&p, 1, 0) == 0)
+            return EAGAIN;
+        n = read(fd, value, sizeof(*value));
+    }
     if (n == (ssize_t)sizeof(*value))
         return 0;
     return n < 0 ? errno : EIO;
@@ -48,6 +85,23 @@ efd_kernel_write(int fd, uint64_t value)
     if (n == (ssize_t)sizeof(value))
         return 0;
     return n < 0 ? errno : EIO;
+}
+
+/* 1 if preadv2(RWF_NOWAIT) works on an eventfd here (asked once per
+ * process by the module, on a scratch descriptor). */
+int
+efd_kernel_nowait_works(void)
+{
+    uint64_t v;
+    struct iovec iov;
+    int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), ok;
+    if (fd < 0)
+        return 0;
+    iov.iov_base = &v;
+    iov.iov_len = sizeof(v);
+    ok = preadv2(fd, &iov, 1, -1, RWF_NOWAIT) < 0 && errno == EAGAIN;
+    efd_close_fd(&fd);
+    return ok;
 }
 
 /* Open a kernel eventfd holding `initval`, which may exceed the syscall's
@@ -147,14 +201,16 @@ efd_ev_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore)
 }
 
 static int
-ev_try_read(efd_impl *impl, uint64_t *value)
+ev_try_read(efd_impl *impl, uint64_t *value, int lock_ms)
 {
-    return efd_kernel_read(impl->fd, value);
+    (void)lock_ms;
+    return efd_kernel_read(impl->fd, impl->nowait, value);
 }
 
 int
-efd_ev_try_write(efd_impl *impl, uint64_t value)
+efd_ev_try_write(efd_impl *impl, uint64_t value, int lock_ms)
 {
+    (void)lock_ms;
     return efd_kernel_write(impl->fd, value);
 }
 
@@ -189,12 +245,15 @@ efd_ev_close(efd_impl *impl)
 
 const efd_backend efd_backend_eventfd = {
     "eventfd", 1, ev_open, efd_ev_adopt, ev_try_read, efd_ev_try_write,
-    efd_ev_waitspec, efd_ev_peek, efd_ev_fds, efd_ev_close,
+    efd_ev_waitspec, efd_ev_peek, NULL, NULL, NULL, NULL, NULL, NULL,
+    efd_ev_fds, efd_ev_close,
 };
 
 #else  /* !EFD_HAVE_EVENTFD: keep the symbols so the module links. */
 
-int efd_kernel_read(int fd, uint64_t *value) { (void)fd; (void)value; return ENOSYS; }
+int efd_kernel_read(int fd, int nowait, uint64_t *value)
+{ (void)fd; (void)nowait; (void)value; return ENOSYS; }
+int efd_kernel_nowait_works(void) { return 0; }
 int efd_kernel_write(int fd, uint64_t value) { (void)fd; (void)value; return ENOSYS; }
 int efd_kernel_open(uint64_t initval, int flags, int *out_fd)
 { (void)initval; (void)flags; (void)out_fd; return ENOSYS; }
@@ -206,6 +265,7 @@ int efd_fd_is_eventfd(int fd)
 }
 
 const efd_backend efd_backend_eventfd = { "eventfd", 1, NULL, NULL, NULL, NULL,
+                                          NULL, NULL, NULL, NULL, NULL, NULL,
                                           NULL, NULL, NULL, NULL };
 
 #endif /* EFD_HAVE_EVENTFD */

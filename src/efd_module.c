@@ -235,6 +235,7 @@ efd_fn_probe(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
     efd_state *st = (efd_state *)PyModule_GetState(module);
     PyObject *d;
+    int futex_err;
     if (efd_probe(st) < 0)
         return NULL;
     d = PyDict_New();
@@ -251,6 +252,10 @@ efd_fn_probe(PyObject *module, PyObject *Py_UNUSED(ignored))
             || dict_set(d, "eventfd2_semaphore", errno_name(st->err_sem)) < 0
             || dict_set(d, "eventfd2_semaphore_errno",
                         PyLong_FromLong(st->err_sem)) < 0)
+        goto fail;
+    futex_err = efd_futex_probe();
+    if (dict_set(d, "futex", errno_name(futex_err)) < 0
+            || dict_set(d, "futex_errno", PyLong_FromLong(futex_err)) < 0)
         goto fail;
     return d;
 fail:
@@ -346,6 +351,7 @@ efd_exec(PyObject *module)
     PyObject *type;
 
     st->probed = 0;
+    st->nowait = -1;
     st->pid = (uint32_t)getpid();
     if (register_fork_hook(module) < 0)
         return -1;

@@ -1,6 +1,7 @@
 /*
- * efd_module.h -- the Python side: module state, the EventFD object, and the
- * wait loop that every blocking call goes through.
+ * efd_module.h -- the Python side: module state, the EventFD object, the
+ * errors every file raises, and the wait loop that every blocking call goes
+ * through.
  */
 #ifndef EFD_MODULE_H
 #define EFD_MODULE_H
@@ -12,51 +13,97 @@
 #include "efd.h"
 
 /* Per-interpreter state.  The probe answers are cached here: the probe runs
- * once per process (per interpreter), never per call. */
+ * once per process (per interpreter), never per call, and only to choose a
+ * backend automatically. */
 typedef struct {
     PyTypeObject *EventFD_type;
     int probed;
     int err_plain;     /* errno of eventfd2(0, CLOEXEC|NONBLOCK); 0: works */
     int err_sem;       /* errno of the same with EFD_SEMAPHORE; 0: works */
+    int nowait;        /* -1 not asked yet; else efd_kernel_nowait_works() */
     volatile uint32_t pid;  /* getpid(), refreshed in a fork child */
 } efd_state;
+
+/* One thread waiting in efd_wait() with the GIL released.  The record is
+ * linked into its object's list (with the GIL held) for as long as it
+ * waits.  Each waiter polls a wake descriptor of its
+ * own, so that close() and Event's notify can wake every waiter without one
+ * of them draining a shared descriptor before another has seen it. */
+typedef struct efd_waiter {
+    struct efd_waiter *next;
+    struct efd_waiter **pprev;
+    int rfd, wfd;       /* the wake channel: one eventfd (rfd == wfd) or a pipe */
+    int poked;          /* written since it was drained */
+    int op;             /* what it waits for (EFD_OP_*) */
+} efd_waiter;
 
 typedef struct {
     PyObject_HEAD
     efd_impl impl;
     int closed;        /* set by close(); read without the GIL by waiters */
+    int detached;      /* detach(): the final close leaves the fds open */
     int nonblocking;   /* describes read()/write(), not the descriptor */
-    int users;         /* threads waiting with the GIL released */
-    pid_t users_pid;   /* the process those users belong to (fork) */
-    int wake_rfd;      /* woken by close() while users > 0; made lazily */
-    int wake_wfd;
-    pid_t wake_pid;
+    /* Threads inside this object with the GIL released (waiting, or in a
+     * syscall on its descriptor).  close() leaves the descriptors to the
+     * last of them, so no number can be recycled under anyone's feet. */
+    int users;
+    uint32_t users_pid;   /* the process they belong to (fork) */
+    efd_waiter *waiters;  /* those of them that sleep in poll() */
+    int spare_rfd, spare_wfd;  /* one wake channel kept for the next waiter */
+    uint32_t spare_pid;
+    uint64_t generation;  /* bumped by _notify(): Event.set() in this process */
+#if PY_VERSION_HEX < 0x03090000
+    PyObject *module;  /* 3.8: keeps the state impl.pid points into alive */
+#endif
     PyObject *weakreflist;
 } eventfd_object;
 
 /* No deadline. */
 #define EFD_FOREVER (-1.0)
 
-/* What efd_wait() does once the object is ready: take (a read), add *value
- * (a write), or nothing (wait until the object polls readable, without
- * consuming: efd.Event's wait). */
-enum { EFD_OP_READ, EFD_OP_WRITE, EFD_OP_READY };
+/* What efd_wait() does once the object is ready:
+ *   EFD_OP_READ     take (a read),
+ *   EFD_OP_WRITE    add *value, waiting for room,
+ *   EFD_OP_RELEASE  add *value, never waiting for room (EAGAIN if full),
+ *                   only for a shared lock (pipe backend),
+ *   EFD_OP_READY    nothing: wait until the count is above zero, or until
+ *                   _notify() was called (efd.Event's wait). */
+enum { EFD_OP_READ, EFD_OP_WRITE, EFD_OP_RELEASE, EFD_OP_READY };
 
 /* One operation `op`; a read's result lands in *value.
  * blocking == 0: try once.  timeout < 0: no deadline.
  * Returns 1 if done, 0 if it would block or the time ran out,
  * -1 with an exception set (a signal handler raised, the object was closed
- * while waiting, or an OS error). */
+ * while waiting, or an OS error; EFD_OP_RELEASE: OSError(EAGAIN) when the
+ * count would pass the maximum, for the caller to turn into ValueError). */
 int efd_wait(eventfd_object *self, int op, uint64_t *value,
              int blocking, double timeout);
 
+/* Enter / leave a stretch in which this thread uses the object's
+ * descriptors with the GIL released (both called with the GIL held). */
+void efd_enter(eventfd_object *self);
+void efd_leave(eventfd_object *self);
+
+/* Wake every waiter in efd_wait() whose op is `op` (-1: all). */
+void efd_wake_waiters(eventfd_object *self, int op);
+
+/* An integer argument as uint64_t: TypeError for non-integers (floats
+ * too), ValueError if negative, OverflowError past 64 bits; each message
+ * names `what`. */
+int efd_to_u64(PyObject *obj, const char *what, uint64_t *out);
+
 /* A timeout argument: None -> EFD_FOREVER, else non-negative seconds
- * (inf, or an int too large for a double, -> EFD_FOREVER). */
+ * (inf, or a number too large for a double, -> EFD_FOREVER). */
 int efd_to_timeout(PyObject *obj, double *out);
 
-/* Release what the object holds now if nobody is waiting in it; otherwise
+/* Release what the object holds now if nobody is inside it; otherwise
  * wake the waiters and leave the final close to the last of them. */
 void efd_object_close(eventfd_object *self);
+
+/* This process's pid, from the module's fork-refreshed cache. */
+uint32_t efd_self_pid(eventfd_object *self);
+
+/* ---- errors (efd_errors.c) ---- */
 
 /* The "closed" error every method raises after close(). */
 PyObject *efd_err_closed(void);
@@ -72,9 +119,29 @@ int efd_parse_args(const char *fname, const char *const *names, int npos,
                    PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                    PyObject **out);
 
-/* Types and functions defined in efd_object.c, used by efd_module.c. */
+/* ---- backend choice (efd_backend.c) ---- */
+
+/* Run the probe chain (once per process); -1 with an exception for an
+ * errno that says nothing about support (EMFILE, ENFILE, ENOMEM). */
+int efd_probe(efd_state *st);
+
+/* The backend for EventFD(): `arg` (a str, or NULL/None for $EFD_BACKEND,
+ * else the probe); NULL with an exception if it is unknown. */
+const efd_backend *efd_choose_backend(efd_state *st, PyObject *arg,
+                                      int semaphore);
+
+/* The backend called `name`, or NULL. */
+const efd_backend *efd_backend_by_name(const char *name);
+
+/* An OSError saying that backend `name` cannot work here; NULL. */
+PyObject *efd_err_unavailable(const char *name, int err, int semaphore);
+
+/* Whether kernel reads may use RWF_NOWAIT (asked once per process). */
+int efd_state_nowait(efd_state *st);
+
+/* ---- the type (efd_object.c) ---- */
+
 extern PyType_Spec efd_eventfd_spec;
 efd_state *efd_state_from_type(PyTypeObject *type);
-int efd_probe(efd_state *st);
 
 #endif /* EFD_MODULE_H */

@@ -1,6 +1,10 @@
 /*
- * efd_object.c -- the EventFD type: argument checking, backend selection,
- * and the methods, each a thin shell around one backend call or efd_wait().
+ * efd_object.c -- the EventFD type: construction, and the methods, each a
+ * thin shell around one backend call or efd_wait().  Every method of a
+ * closed object raises ValueError (CHECK_OPEN); every syscall on the
+ * object's descriptors made without the GIL is inside efd_enter/efd_leave
+ * or efd_wait, so close() from another thread can never let a number be
+ * recycled under it.
  */
 #include "efd_module.h"
 
@@ -17,168 +21,13 @@
 #  include <sys/eventfd.h>
 #endif
 
-/* ---- errors ------------------------------------------------------------ */
-
-PyObject *
-efd_err_closed(void)
-{
-    PyErr_SetString(PyExc_ValueError, "I/O operation on closed EventFD");
-    return NULL;
-}
-
-PyObject *
-efd_err_errno(int err)
-{
-    errno = err;
-    return PyErr_SetFromErrno(PyExc_OSError);
-}
-
 #define CHECK_OPEN(self)                                   \
     do {                                                   \
         if ((self)->closed)                                \
             return efd_err_closed();                       \
     } while (0)
 
-/* ---- argument parsing (METH_FASTCALL | METH_KEYWORDS) ------------------ */
-
-/* Keyword names arrive as (interned, compact ASCII) str objects: compare
- * their bytes directly, the common case, before the general comparison. */
-static inline int
-key_is(PyObject *key, const char *name)
-{
-    if (PyUnicode_IS_COMPACT_ASCII(key)) {
-        size_t len = (size_t)PyUnicode_GET_LENGTH(key);
-        return strncmp((const char *)PyUnicode_DATA(key), name, len) == 0
-            && name[len] == '\0';
-    }
-    return PyUnicode_CompareWithASCIIString(key, name) == 0;
-}
-
-int
-efd_parse_args(const char *fname, const char *const *names, int npos,
-           PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-           PyObject **out)
-{
-    Py_ssize_t i, nkw;
-    int n = 0, j;
-
-    while (names[n] != NULL)
-        n++;
-    for (j = 0; j < n; j++)
-        out[j] = NULL;
-    if (nargs > npos) {
-        PyErr_Format(PyExc_TypeError,
-                     "%s() takes at most %d positional argument%s (%zd given)",
-                     fname, npos, npos == 1 ? "" : "s", nargs);
-        return -1;
-    }
-    for (i = 0; i < nargs; i++)
-        out[i] = args[i];
-    nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
-    for (i = 0; i < nkw; i++) {
-        PyObject *key = PyTuple_GET_ITEM(kwnames, i);
-        for (j = 0; j < n; j++) {
-            if (key_is(key, names[j]))
-                break;
-        }
-        if (j == n) {
-            PyErr_Format(PyExc_TypeError,
-                         "%s() got an unexpected keyword argument '%U'",
-                         fname, key);
-            return -1;
-        }
-        if (out[j] != NULL) {
-            PyErr_Format(PyExc_TypeError,
-                         "argument for %s() given by name ('%s') and "
-                         "position (%d)", fname, names[j], j + 1);
-            return -1;
-        }
-        out[j] = args[nargs + i];
-    }
-    return 0;
-}
-
-/* An integer argument as uint64_t.  Floats and other non-integers are a
- * TypeError; negative values a ValueError; values >= 2**64 OverflowError.
- * Objects with __index__ are accepted, as everywhere in Python. */
-static int
-to_u64(PyObject *obj, const char *what, uint64_t *out)
-{
-    PyObject *idx;
-    unsigned long long v;
-
-    if (PyFloat_Check(obj) || !PyIndex_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s must be an integer, not %.100s",
-                     what, Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    idx = PyNumber_Index(obj);
-    if (idx == NULL)
-        return -1;
-    if (_PyLong_Sign(idx) < 0) {
-        PyErr_Format(PyExc_ValueError, "%s must be non-negative, not %R",
-                     what, idx);
-        Py_DECREF(idx);
-        return -1;
-    }
-    v = PyLong_AsUnsignedLongLong(idx);
-    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        PyErr_Format(PyExc_OverflowError,
-                     "%s is too large: %R does not fit in 64 bits", what, idx);
-        Py_DECREF(idx);
-        return -1;
-    }
-    Py_DECREF(idx);
-    *out = (uint64_t)v;
-    return 0;
-}
-
-/* timeout: None (or absent) -> EFD_FOREVER; a non-negative real number of
- * seconds.  inf means no deadline.  Anything float() cannot take (str,
- * bytes, complex, ...) is a TypeError naming the argument. */
-int
-efd_to_timeout(PyObject *obj, double *out)
-{
-    double t;
-    if (obj == NULL || obj == Py_None) {
-        *out = EFD_FOREVER;
-        return 0;
-    }
-    t = PyFloat_AsDouble(obj);
-    if (t == -1.0 && PyErr_Occurred()) {
-        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_TypeError,
-                         "timeout must be a number or None, not %.100s",
-                         Py_TYPE(obj)->tp_name);
-        }
-        else if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
-            PyErr_Clear();
-            /* An int too large for a double: it is positive or not. */
-            if (PyLong_Check(obj) && _PyLong_Sign(obj) > 0) {
-                *out = EFD_FOREVER;
-                return 0;
-            }
-            PyErr_SetString(PyExc_ValueError,
-                            "timeout must be a non-negative number");
-        }
-        return -1;
-    }
-    if (isnan(t)) {
-        PyErr_SetString(PyExc_ValueError, "timeout must not be NaN");
-        return -1;
-    }
-    if (t < 0) {
-        PyErr_Format(PyExc_ValueError,
-                     "timeout must be a non-negative number, not %R", obj);
-        return -1;
-    }
-    *out = isinf(t) ? EFD_FOREVER : t;
-    return 0;
-}
-
-/* ---- state and probe --------------------------------------------------- */
+/* ---- state ------------------------------------------------------------- */
 
 extern PyModuleDef efd_module;
 
@@ -225,151 +74,6 @@ efd_state_from_type(PyTypeObject *type)
 #endif
 }
 
-/* Errors that mean "this kind of eventfd is not available here" (cached);
- * anything else (EMFILE, ENOMEM, ...) is a passing condition (not cached). */
-static int
-is_unsupported(int err)
-{
-    return err == ENOSYS || err == EPERM || err == EINVAL || err == ENODEV
-        || err == EACCES || err == ENOTSUP;
-}
-
-static int
-probe_one(int flags)
-{
-#ifdef EFD_HAVE_EVENTFD
-    int fd = eventfd(0, flags | EFD_CLOEXEC | EFD_NONBLOCK);
-    if (fd < 0)
-        return errno;
-    close(fd);
-    return 0;
-#else
-    (void)flags;
-    return ENOSYS;
-#endif
-}
-
-/* Run the probe chain once: plain eventfd2, then with EFD_SEMAPHORE. */
-int
-efd_probe(efd_state *st)
-{
-    int plain, sem;
-    if (st->probed)
-        return 0;
-    plain = probe_one(0);
-    if (plain && !is_unsupported(plain)) {
-        efd_err_errno(plain);
-        return -1;
-    }
-#ifdef EFD_HAVE_EVENTFD
-    sem = plain ? plain : probe_one(EFD_SEMAPHORE);
-#else
-    sem = plain;
-#endif
-    if (sem && !is_unsupported(sem)) {
-        efd_err_errno(sem);
-        return -1;
-    }
-    st->err_plain = plain;
-    st->err_sem = sem;
-    st->probed = 1;
-    return 0;
-}
-
-static const efd_backend *
-backend_by_name(const char *name)
-{
-    if (strcmp(name, "eventfd") == 0)
-        return &efd_backend_eventfd;
-    if (strcmp(name, "eventfd-readback") == 0)
-        return &efd_backend_readback;
-    if (strcmp(name, "pipe") == 0)
-        return &efd_backend_pipe;
-    return NULL;
-}
-
-static PyObject *
-unavailable(const char *name, int err, const char *why)
-{
-    PyObject *msg = PyUnicode_FromFormat(
-        "the '%s' backend is not available here: %s (%s)",
-        name, why, strerror(err));
-    if (msg != NULL) {
-        PyObject *exc = PyObject_CallFunction(PyExc_OSError, "iO", err, msg);
-        if (exc != NULL) {
-            PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
-            Py_DECREF(exc);
-        }
-        Py_DECREF(msg);
-    }
-    return NULL;
-}
-
-/* Pick the backend: an explicit name (argument, else $EFD_BACKEND) or the
- * probe chain.  A named backend that cannot work here is an error. */
-static const efd_backend *
-choose_backend(efd_state *st, PyObject *arg, int semaphore)
-{
-    const char *name = NULL;
-    const efd_backend *b;
-    const char *origin = "backend";
-
-    if (arg != NULL && arg != Py_None) {
-        if (!PyUnicode_Check(arg)) {
-            PyErr_Format(PyExc_TypeError,
-                         "backend must be a str or None, not %.100s",
-                         Py_TYPE(arg)->tp_name);
-            return NULL;
-        }
-        Py_ssize_t len;
-        name = PyUnicode_AsUTF8AndSize(arg, &len);
-        if (name == NULL)
-            return NULL;
-        if ((size_t)len != strlen(name)) {
-            PyErr_SetString(PyExc_ValueError,
-                            "backend must not contain a NUL character");
-            return NULL;
-        }
-    }
-    else {
-        name = getenv("EFD_BACKEND");
-        origin = "EFD_BACKEND";
-        if (name != NULL && (name[0] == '\0' || strcmp(name, "auto") == 0))
-            name = NULL;
-    }
-    if (efd_probe(st) < 0)
-        return NULL;
-    if (name == NULL) {
-        if (!semaphore)
-            return st->err_plain == 0 ? &efd_backend_eventfd : &efd_backend_pipe;
-        if (st->err_sem == 0)
-            return &efd_backend_eventfd;
-        if (st->err_sem == EINVAL && st->err_plain == 0)
-            return &efd_backend_readback;
-        return &efd_backend_pipe;
-    }
-    b = backend_by_name(name);
-    if (b == NULL) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s must be 'eventfd', 'eventfd-readback', 'pipe' or "
-                     "None, not '%s'", origin, name);
-        return NULL;
-    }
-    if (b == &efd_backend_eventfd) {
-        if (st->err_plain)
-            return (const efd_backend *)unavailable(
-                name, st->err_plain, "eventfd2() fails");
-        if (semaphore && st->err_sem)
-            return (const efd_backend *)unavailable(
-                name, st->err_sem, "the kernel refuses EFD_SEMAPHORE");
-    }
-    else if (b == &efd_backend_readback && st->err_plain) {
-        return (const efd_backend *)unavailable(
-            name, st->err_plain, "eventfd2() fails");
-    }
-    return b;
-}
-
 /* ---- construction ------------------------------------------------------ */
 
 static eventfd_object *
@@ -382,9 +86,24 @@ alloc_object(PyTypeObject *type, efd_state *st)
     self->impl.ops = NULL;
     self->impl.fd = self->impl.wfd = self->impl.shmfd = -1;
     self->impl.shm = NULL;
+    self->impl.fsh = NULL;
+    self->impl.nowait = 0;
     self->closed = 1;            /* until a backend has opened it */
-    self->wake_rfd = self->wake_wfd = -1;
+    self->detached = 0;
+    self->users = 0;
+    self->users_pid = st->pid;
+    self->waiters = NULL;
+    self->spare_rfd = self->spare_wfd = -1;
+    self->spare_pid = 0;
+    self->generation = 0;
     self->weakreflist = NULL;
+#if PY_VERSION_HEX < 0x03090000
+    self->module = PyImport_ImportModule("efd._efd");
+    if (self->module == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+#endif
     return self;
 }
 
@@ -405,7 +124,7 @@ eventfd_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
                                      &cloexec, &backend_obj))
         return NULL;
     if (initval_obj != NULL) {
-        if (to_u64(initval_obj, "initval", &initval) < 0)
+        if (efd_to_u64(initval_obj, "initval", &initval) < 0)
             return NULL;
         if (initval > EFD_MAX) {
             PyErr_SetString(PyExc_ValueError,
@@ -417,15 +136,19 @@ eventfd_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     st = efd_state_from_type(type);
     if (st == NULL)
         return NULL;
-    b = choose_backend(st, backend_obj, semaphore);
+    b = efd_choose_backend(st, backend_obj, semaphore);
     if (b == NULL)
         return NULL;
     self = alloc_object(type, st);
     if (self == NULL)
         return NULL;
+    if (b->syscall_always)
+        self->impl.nowait = efd_state_nowait(st);
     err = b->open(&self->impl, initval, semaphore, cloexec);
     if (err) {
         Py_DECREF(self);
+        if (err != EMFILE && err != ENFILE && err != ENOMEM)
+            return efd_err_unavailable(b->name, err, semaphore);
         return efd_err_errno(err);
     }
     self->impl.ops = b;
@@ -445,6 +168,8 @@ adopt(PyTypeObject *type, efd_state *st, const efd_backend *b, const int *fds,
     int err;
     if (self == NULL)
         return NULL;
+    if (b->syscall_always)
+        self->impl.nowait = efd_state_nowait(st);
     err = b->adopt(&self->impl, fds, nfds, semaphore);
     if (err) {
         self->impl.fd = self->impl.wfd = self->impl.shmfd = -1;
@@ -534,10 +259,12 @@ eventfd_from_fd(PyTypeObject *type, PyObject *args, PyObject *kwds)
                      "adopted with semaphore=False", fd);
         return NULL;
     }
-    /* A normal-mode eventfd adopted as a semaphore: emulate, as on a kernel
-     * without EFD_SEMAPHORE.  With no fdinfo to tell, trust the caller. */
+    /* Adopted as a semaphore, a normal-mode eventfd needs the emulation, as
+     * on a kernel without EFD_SEMAPHORE; and where fdinfo does not say which
+     * mode it is in, the emulation is right in both (a semaphore-mode read
+     * returns 1 and leaves nothing to write back). */
     return adopt(type, st,
-                 (semaphore && kernel_sem == 0) ? &efd_backend_readback
+                 (semaphore && kernel_sem != 1) ? &efd_backend_readback
                                                 : &efd_backend_eventfd,
                  &fd, 1, semaphore, nonblocking);
 }
@@ -556,7 +283,7 @@ eventfd_from_fds(PyTypeObject *type, PyObject *args)
     if (!PyArg_ParseTuple(args, "Ospp:_from_fds", &fds_obj, &name,
                           &semaphore, &nonblocking))
         return NULL;
-    b = backend_by_name(name);
+    b = efd_backend_by_name(name);
     if (b == NULL || b->adopt == NULL) {
         PyErr_Format(PyExc_ValueError, "unknown backend '%s'", name);
         return NULL;
@@ -583,6 +310,8 @@ static PyObject *
 eventfd_fileno(eventfd_object *self, PyObject *Py_UNUSED(ignored))
 {
     CHECK_OPEN(self);
+    if (self->impl.ops->arm != NULL)
+        self->impl.ops->arm(&self->impl);   /* readiness follows the count */
     return PyLong_FromLong(self->impl.fd);
 }
 
@@ -676,7 +405,7 @@ eventfd_write_method(eventfd_object *self, PyObject *const *args, Py_ssize_t nar
             && efd_parse_args("write", names, 1, args, nargs, kwnames, a) < 0)
         return NULL;
     if (nargs > 0 || kwnames != NULL) {
-        if (a[0] != NULL && to_u64(a[0], "value", &value) < 0)
+        if (a[0] != NULL && efd_to_u64(a[0], "value", &value) < 0)
             return NULL;
     }
     CHECK_OPEN(self);
@@ -729,13 +458,13 @@ eventfd_release(eventfd_object *self, PyObject *const *args, Py_ssize_t nargs,
     static const char *const names[] = {"n", NULL};
     PyObject *a[1];
     uint64_t n = 1;
-    int err;
+    int r;
 
     if (nargs > 0 || kwnames != NULL) {
         if (efd_parse_args("release", names, 1, args, nargs, kwnames, a) < 0)
             return NULL;
         if (a[0] != NULL) {
-            if (to_u64(a[0], "n", &n) < 0) {
+            if (efd_to_u64(a[0], "n", &n) < 0) {
                 if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
                     PyErr_Clear();
                     PyErr_SetString(PyExc_ValueError,
@@ -755,27 +484,21 @@ eventfd_release(eventfd_object *self, PyObject *const *args, Py_ssize_t nargs,
         }
     }
     CHECK_OPEN(self);
-    if (n > EFD_MAX)
-        err = EAGAIN;
-    else if (self->impl.ops->syscall_always) {
-        /* The write may wake a thread of this process: let it have the GIL
-         * at once instead of waiting for us to block (a cross-thread
-         * ping-pong costs 2x otherwise, in futex hand-offs). */
-        Py_BEGIN_ALLOW_THREADS
-        err = self->impl.ops->try_write(&self->impl, n);
-        Py_END_ALLOW_THREADS
+    if (n <= EFD_MAX) {
+        /* Never waits for room; waits only for the pipe backend's shared
+         * lock (bounded slices, GIL released), and runs without the GIL on
+         * the kernel backends (see first_attempt in efd_wait.c). */
+        r = efd_wait(self, EFD_OP_RELEASE, &n, 1, EFD_FOREVER);
+        if (r > 0)
+            Py_RETURN_NONE;
+        if (!PyErr_ExceptionMatches(PyExc_BlockingIOError))
+            return NULL;
+        PyErr_Clear();
     }
-    else
-        err = self->impl.ops->try_write(&self->impl, n);
-    if (err == 0)
-        Py_RETURN_NONE;
-    if (err == EAGAIN) {
-        PyErr_Format(PyExc_ValueError,
-                     "release(%llu) would pass the maximum count 2**64 - 2",
-                     (unsigned long long)n);
-        return NULL;
-    }
-    return efd_err_errno(err);
+    PyErr_Format(PyExc_ValueError,
+                 "release(%llu) would pass the maximum count 2**64 - 2",
+                 (unsigned long long)n);
+    return NULL;
 }
 
 static PyObject *
@@ -800,6 +523,59 @@ eventfd_exit(eventfd_object *self, PyObject *const *Py_UNUSED(args),
 {
     if (!self->closed)
         efd_object_close(self);
+    Py_RETURN_NONE;
+}
+
+/* detach() -> int: give up the descriptor without closing it, as
+ * socket.detach() does.  Threads waiting in the object wake with
+ * ValueError; if any of them is still inside it, the caller gets a
+ * duplicate (same open file description) and the object closes its own
+ * number once they are out, so that none of them can touch a number the
+ * caller may close and the system reuse. */
+static PyObject *
+eventfd_detach(eventfd_object *self, PyObject *Py_UNUSED(ignored))
+{
+    int fd;
+    CHECK_OPEN(self);
+    if (!self->impl.ops->syscall_always) {
+        PyErr_Format(PyExc_ValueError,
+                     "detach() needs a kernel eventfd: the '%s' backend "
+                     "keeps its count in shared memory, not in the "
+                     "descriptor", self->impl.ops->name);
+        return NULL;
+    }
+    if (self->impl.ops->pending != NULL
+            && self->impl.ops->pending(&self->impl) > 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "detach() while this object holds units it could "
+                        "not write back (the counter is full): close() or "
+                        "read first");
+        return NULL;
+    }
+    if (self->users > 0 && self->users_pid == efd_self_pid(self)) {
+        fd = fcntl(self->impl.fd, F_DUPFD_CLOEXEC, 0);
+        if (fd < 0)
+            return PyErr_SetFromErrno(PyExc_OSError);
+        if (!(fcntl(self->impl.fd, F_GETFD) & FD_CLOEXEC))
+            (void)fcntl(fd, F_SETFD, 0);
+        efd_object_close(self);
+        return PyLong_FromLong(fd);
+    }
+    fd = self->impl.fd;
+    self->detached = 1;
+    efd_object_close(self);
+    return PyLong_FromLong(fd);
+}
+
+/* _notify(): efd.Event.set()'s wake-up for this process.  Every thread
+ * blocked in _wait_readable() on this object returns True, even if the
+ * count is back to zero by the time it runs (gh-57711). */
+static PyObject *
+eventfd_notify(eventfd_object *self, PyObject *Py_UNUSED(ignored))
+{
+    CHECK_OPEN(self);
+    __atomic_add_fetch(&self->generation, 1, __ATOMIC_ACQ_REL);
+    efd_wake_waiters(self, EFD_OP_READY);
     Py_RETURN_NONE;
 }
 
@@ -869,9 +645,14 @@ eventfd_dealloc(eventfd_object *self)
         return;
     if (self->weakreflist != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
-    self->users = 0;
-    if (!self->closed || self->impl.fd >= 0 || self->wake_rfd >= 0)
+    if (self->users_pid == efd_self_pid(self))
+        self->users = 0;      /* nobody can be inside: they hold references */
+    if (!self->closed || self->impl.fd >= 0 || self->spare_rfd >= 0
+            || self->waiters != NULL)
         efd_object_close(self);
+#if PY_VERSION_HEX < 0x03090000
+    Py_CLEAR(self->module);
+#endif
     tp->tp_free((PyObject *)self);
     Py_DECREF(tp);
 }
@@ -964,6 +745,16 @@ static PyMethodDef eventfd_methods[] = {
      "from_fd($type, /, fd, *, semaphore=None, nonblocking=False)\n--\n\n"
      "Adopt an inherited eventfd descriptor; the new object owns it.\n\n"
      "semaphore=None reads the mode from /proc/self/fdinfo."},
+    {"detach", (PyCFunction)eventfd_detach, METH_NOARGS,
+     "detach($self, /)\n--\n\n"
+     "Give up the descriptor without closing it and return it, as "
+     "socket.detach() does; the object is closed afterwards.\n\n"
+     "Only for the kernel backends ('eventfd', 'eventfd-readback'): a "
+     "'pipe' object's count is not in its descriptor (ValueError)."},
+    {"_notify", (PyCFunction)eventfd_notify, METH_NOARGS,
+     "_notify($self, /)\n--\n\n"
+     "Wake every thread of this process waiting in _wait_readable(); "
+     "each returns True (efd.Event.set())."},
     {"_from_fds", (PyCFunction)(void (*)(void))eventfd_from_fds,
      METH_VARARGS | METH_CLASS, NULL},
     {"_try_read", (PyCFunction)eventfd_try_read, METH_NOARGS,

@@ -6,135 +6,92 @@
  * readiness: it holds exactly one byte (the "token") while the counter is
  * > 0, so its read end -- what fileno() returns -- polls readable exactly
  * then.  Only POSIX interfaces are used: pipe, poll, mmap, shm_open (or
- * Linux's memfd_create where present), kill and sched_yield.
+ * Linux's memfd_create where present) and process-shared robust mutexes.
  *
  * Concurrency.  The counter only crosses zero (0 -> n, or n -> 0) under a
- * small lock in the shared page, and whoever crosses it moves the token in
- * the same locked section; so, outside that section, "token present" and
+ * lock in the shared page, and whoever crosses it moves the token in the
+ * same locked section; so, outside that section, "token present" and
  * "counter > 0" agree.  Every other change is one compare-and-swap with no
  * lock and no syscall: a semaphore acquire that leaves the counter above
  * zero, or a release onto a counter already above zero.
  *
- * The lock word holds the owner's pid (read from a cache the module keeps
- * current across fork(), so taking the lock costs no syscall).  The locked section is one
- * non-blocking pipe read or write, so the lock is short; a process killed
- * inside it would leave it held, so a waiter that finds the owner gone
- * (kill(pid, 0) == ESRCH) takes the lock over and re-derives the token from
- * the counter.
+ * Process death.  The lock is a process-shared robust mutex: if its owner
+ * dies -- SIGKILL at any instant, reaped or left a zombie, in any pid
+ * namespace -- the kernel marks it and the next process to lock it gets
+ * EOWNERDEAD, re-derives the token from the counter (the repair), and
+ * carries on.  A death outside the lock can only happen between atomic
+ * operations, which leave nothing half done.  Until somebody locks again,
+ * a token may be missing (count > 0) or stale (count == 0); waiters on the
+ * read end therefore re-check the counter every EFD_RECHECK_MS, and a
+ * waiter that polls readable but finds nothing repairs the token itself
+ * (efd_wait.c), so neither costs more than that interval.  Only the units
+ * in the dead process's hands are gone: the counter is never wrong.
+ *
+ * Nobody waits for the lock with the GIL held: every operation first only
+ * tries it (lock_ms == 0, EBUSY if held) and the caller waits for it in
+ * bounded slices with the GIL released, between checks for signals, for
+ * close() and for its deadline.
  */
 #include "efd.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <sched.h>
-#include <signal.h>
 #include <stdatomic.h>
-#include <stdio.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-#if defined(__linux__) && !defined(EFD_NO_MEMFD)
-#  include <sys/syscall.h>
-#  if defined(SYS_memfd_create)
-#    define EFD_HAVE_MEMFD 1
-#    ifndef MFD_CLOEXEC
-#      define MFD_CLOEXEC 0x0001U
-#    endif
-#  endif
-#endif
-
-#define EFD_SHM_MAGIC 0x65666470u   /* "efdp" */
+#define EFD_SHM_MAGIC 0x65666472u   /* "efdr": the robust-mutex layout */
 
 struct efd_shared {
-    _Atomic uint64_t count;
-    _Atomic uint32_t lock;          /* 0, or the pid of the owner */
     uint32_t magic;
     uint32_t semaphore;
+    _Atomic uint64_t count;
+    pthread_mutex_t lock;           /* process-shared, robust */
 };
+
+/* ---- the token --------------------------------------------------------- */
+
+/* Under the lock: make the pipe hold one byte iff the counter is > 0. */
+static void
+repair_locked(efd_impl *impl)
+{
+    (void)efd_ensure_nonblock(impl->wfd);
+    efd_chan_drain(impl->fd);
+    if (atomic_load_explicit(&impl->shm->count, memory_order_acquire) > 0)
+        efd_chan_put(impl->fd, impl->wfd);
+}
 
 /* ---- the lock ---------------------------------------------------------- */
 
-static void pipe_repair(efd_impl *impl);
-
-static void
-shm_lock(efd_impl *impl)
+/* Take the lock, waiting at most lock_ms for it: 0, EBUSY, or an errno. */
+static int
+shm_lock(efd_impl *impl, int lock_ms)
 {
-    efd_shared *s = impl->shm;
-    uint32_t me = *impl->pid;
-    unsigned int spins = 0;
-
-    for (;;) {
-        uint32_t owner = 0;
-        if (atomic_compare_exchange_weak_explicit(
-                &s->lock, &owner, me,
-                memory_order_acquire, memory_order_relaxed))
-            return;
-        if (++spins < 100)
-            continue;
-        if (owner != 0 && spins % 256 == 0 && owner != me
-                && kill((pid_t)owner, 0) < 0 && errno == ESRCH) {
-            /* The owner died inside the locked section: take over. */
-            if (atomic_compare_exchange_strong_explicit(
-                    &s->lock, &owner, me,
-                    memory_order_acquire, memory_order_relaxed)) {
-                pipe_repair(impl);
-                return;
-            }
-        }
-        sched_yield();
+    int died, r = efd_robust_lock(&impl->shm->lock, lock_ms, &died);
+    if (r == 0 && died) {
+        /* Its owner died inside the locked section: the token may be
+         * missing or stale.  Re-derive it, then mark the lock usable. */
+        repair_locked(impl);
+        efd_robust_recovered(&impl->shm->lock);
     }
+    return r;
 }
 
 static void
 shm_unlock(efd_impl *impl)
 {
-    atomic_store_explicit(&impl->shm->lock, 0, memory_order_release);
-}
-
-/* ---- the token --------------------------------------------------------- */
-
-static void
-token_put(efd_impl *impl)
-{
-    char b = 1;
-    ssize_t n;
-    do {
-        n = write(impl->wfd, &b, 1);
-    } while (n < 0 && errno == EINTR);
-}
-
-static void
-token_take(efd_impl *impl)
-{
-    char b;
-    ssize_t n;
-    do {
-        n = read(impl->fd, &b, 1);
-    } while (n < 0 && errno == EINTR);
-}
-
-/* Under the lock: make the pipe hold one byte iff the counter is > 0. */
-static void
-pipe_repair(efd_impl *impl)
-{
-    char buf[64];
-    while (read(impl->fd, buf, sizeof(buf)) > 0)
-        ;
-    if (atomic_load_explicit(&impl->shm->count, memory_order_acquire) > 0)
-        token_put(impl);
+    pthread_mutex_unlock(&impl->shm->lock);
 }
 
 /* ---- operations -------------------------------------------------------- */
 
 static int
-pipe_try_read(efd_impl *impl, uint64_t *value)
+pipe_try_read(efd_impl *impl, uint64_t *value, int lock_ms)
 {
     _Atomic uint64_t *count = &impl->shm->count;
     uint64_t c = atomic_load_explicit(count, memory_order_acquire);
     uint64_t take;
+    int err;
 
     /* Fast path: a semaphore read that leaves the counter above zero. */
     while (impl->semaphore && c >= 2) {
@@ -147,7 +104,8 @@ pipe_try_read(efd_impl *impl, uint64_t *value)
     if (c == 0)
         return EAGAIN;
 
-    shm_lock(impl);
+    if ((err = shm_lock(impl, lock_ms)) != 0)
+        return err;
     c = atomic_load_explicit(count, memory_order_acquire);
     do {
         if (c == 0) {
@@ -158,17 +116,18 @@ pipe_try_read(efd_impl *impl, uint64_t *value)
     } while (!atomic_compare_exchange_weak_explicit(
                  count, &c, c - take, memory_order_acq_rel, memory_order_acquire));
     if (c == take)
-        token_take(impl);          /* the counter crossed to zero */
+        efd_chan_take(impl->fd, impl->wfd);   /* crossed to zero */
     shm_unlock(impl);
     *value = take;
     return 0;
 }
 
 static int
-pipe_try_write(efd_impl *impl, uint64_t value)
+pipe_try_write(efd_impl *impl, uint64_t value, int lock_ms)
 {
     _Atomic uint64_t *count = &impl->shm->count;
     uint64_t c;
+    int err;
 
     if (value == 0)
         return 0;
@@ -182,7 +141,8 @@ pipe_try_write(efd_impl *impl, uint64_t value)
             return 0;
     }
 
-    shm_lock(impl);
+    if ((err = shm_lock(impl, lock_ms)) != 0)
+        return err;
     c = atomic_load_explicit(count, memory_order_acquire);
     do {
         if (c > EFD_MAX - value) {
@@ -192,7 +152,7 @@ pipe_try_write(efd_impl *impl, uint64_t value)
     } while (!atomic_compare_exchange_weak_explicit(
                  count, &c, c + value, memory_order_acq_rel, memory_order_acquire));
     if (c == 0)
-        token_put(impl);           /* the counter crossed from zero */
+        efd_chan_put(impl->fd, impl->wfd);    /* crossed from zero */
     shm_unlock(impl);
     return 0;
 }
@@ -207,10 +167,25 @@ pipe_waitspec(efd_impl *impl, int for_write, efd_waitspec *ws)
         ws->slice_ms = 5;
     }
     else {
+        /* The token may be missing for a while after a death: look at the
+         * counter itself every EFD_RECHECK_MS as well. */
         ws->fd = impl->fd;
         ws->events = POLLIN;
-        ws->slice_ms = 0;
+        ws->slice_ms = EFD_RECHECK_MS;
     }
+}
+
+/* The read end polled readable, yet a read found nothing: the token may be
+ * stale (a process died between moving the counter to 0 and taking it). */
+static int
+pipe_repair(efd_impl *impl, int lock_ms)
+{
+    int err = shm_lock(impl, lock_ms);
+    if (err)
+        return err;
+    repair_locked(impl);
+    shm_unlock(impl);
+    return 0;
 }
 
 static int
@@ -246,94 +221,26 @@ pipe_close(efd_impl *impl)
 /* ---- creation ---------------------------------------------------------- */
 
 static int
-set_fd_flags(int fd, int cloexec, int nonblock)
-{
-    int fl = fcntl(fd, F_GETFD);
-    if (fl < 0)
-        return errno;
-    fl = cloexec ? (fl | FD_CLOEXEC) : (fl & ~FD_CLOEXEC);
-    if (fcntl(fd, F_SETFD, fl) < 0)
-        return errno;
-    if (nonblock) {
-        fl = fcntl(fd, F_GETFL);
-        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-            return errno;
-    }
-    return 0;
-}
-
-/* An anonymous shared-memory file: memfd where present, else shm_open with
- * a name that is unlinked at once. */
-static int
-shm_create(int *out_fd)
-{
-    int fd = -1;
-#ifdef EFD_HAVE_MEMFD
-    fd = (int)syscall(SYS_memfd_create, "efd", MFD_CLOEXEC);
-#endif
-    if (fd < 0) {
-        struct timespec ts;
-        int attempt;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        for (attempt = 0; attempt < 100 && fd < 0; attempt++) {
-            char name[64];
-            snprintf(name, sizeof(name), "/efd-%ld-%lx-%d", (long)getpid(),
-                     (unsigned long)ts.tv_nsec ^ (unsigned long)(uintptr_t)out_fd,
-                     attempt);
-            fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
-            if (fd >= 0)
-                shm_unlink(name);
-            else if (errno != EEXIST)
-                return errno;
-        }
-        if (fd < 0)
-            return EEXIST;
-    }
-    *out_fd = fd;
-    return 0;
-}
-
-static int
-pipe_map(efd_impl *impl)
-{
-    void *p = mmap(NULL, sizeof(efd_shared), PROT_READ | PROT_WRITE,
-                   MAP_SHARED, impl->shmfd, 0);
-    if (p == MAP_FAILED)
-        return errno;
-    impl->shm = (efd_shared *)p;
-    return 0;
-}
-
-static int
 pipe_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec)
 {
-    int p[2] = {-1, -1};
+    void *map = NULL;
     int err;
 
     impl->fd = impl->wfd = impl->shmfd = -1;
     impl->shm = NULL;
     impl->semaphore = semaphore;
-    if (pipe(p) < 0)
-        return errno;
-    impl->fd = p[0];
-    impl->wfd = p[1];
-    if ((err = set_fd_flags(impl->fd, cloexec, 1))
-            || (err = set_fd_flags(impl->wfd, cloexec, 1))
-            || (err = shm_create(&impl->shmfd))
-            || (err = set_fd_flags(impl->shmfd, cloexec, 0)))
+    if ((err = efd_chan_open(&impl->fd, &impl->wfd, 0, cloexec)) != 0)
+        return err;
+    if ((err = efd_shm_new(sizeof(efd_shared), cloexec, &impl->shmfd, &map)))
         goto fail;
-    if (ftruncate(impl->shmfd, (off_t)sizeof(efd_shared)) < 0) {
-        err = errno;
-        goto fail;
-    }
-    if ((err = pipe_map(impl)))
-        goto fail;
+    impl->shm = (efd_shared *)map;
     atomic_store(&impl->shm->count, initval);
-    atomic_store(&impl->shm->lock, 0);
+    if ((err = efd_robust_init(&impl->shm->lock)) != 0)
+        goto fail;
     impl->shm->magic = EFD_SHM_MAGIC;
     impl->shm->semaphore = (uint32_t)semaphore;
     if (initval > 0)
-        token_put(impl);
+        efd_chan_put(impl->fd, impl->wfd);
     return 0;
 fail:
     pipe_close(impl);
@@ -345,6 +252,7 @@ static int
 pipe_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore)
 {
     struct stat st;
+    void *map = NULL;
     int err;
 
     if (nfds != 3)
@@ -353,14 +261,14 @@ pipe_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore)
     impl->fd = impl->wfd = impl->shmfd = -1;
     impl->shm = NULL;
     if (fstat(fds[0], &st) < 0 || !S_ISFIFO(st.st_mode)
-            || fstat(fds[1], &st) < 0 || !S_ISFIFO(st.st_mode)
-            || fstat(fds[2], &st) < 0 || st.st_size < (off_t)sizeof(efd_shared))
+            || fstat(fds[1], &st) < 0 || !S_ISFIFO(st.st_mode))
         return errno ? errno : EINVAL;
     impl->fd = fds[0];
     impl->wfd = fds[1];
     impl->shmfd = fds[2];
-    if ((err = pipe_map(impl)))
+    if ((err = efd_shm_adopt(impl->shmfd, sizeof(efd_shared), &map)))
         goto fail;
+    impl->shm = (efd_shared *)map;
     if (impl->shm->magic != EFD_SHM_MAGIC) {
         err = EINVAL;
         goto fail;
@@ -377,5 +285,6 @@ fail:
 
 const efd_backend efd_backend_pipe = {
     "pipe", 0, pipe_open, pipe_adopt, pipe_try_read, pipe_try_write,
-    pipe_waitspec, pipe_peek, pipe_fds, pipe_close,
+    pipe_waitspec, pipe_peek, pipe_repair, NULL, NULL, NULL, NULL, NULL,
+    pipe_fds, pipe_close,
 };

@@ -1,19 +1,33 @@
 /*
- * efd_wait.c -- the one wait loop, used by every call that can block.
+ * efd_wait.c -- the one wait loop, used by every call that can block, and
+ * the bookkeeping that lets close() coexist with it.
  *
  *   1. Try the operation once, with the GIL held (no GIL round trip when it
- *      succeeds or when the caller does not want to wait).
+ *      succeeds or when the caller does not want to wait).  Nothing done
+ *      with the GIL held ever sleeps: kernel reads use RWF_NOWAIT, and a
+ *      shared lock (pipe backend) is only tried.
  *   2. Otherwise, with the GIL released, poll() the backend's readiness fd
- *      and this object's wake fd until the deadline, and try again after
- *      each wake-up, still without the GIL.
- *   3. EINTR: take the GIL, run the signal handlers (PEP 475).  A handler
- *      that raises ends the wait with its exception and nothing consumed; a
- *      handler that returns lets the wait go on with what is left of the
- *      monotonic deadline.
- *   4. close() from another thread writes the wake fd: the waiter stops with
- *      ValueError, having consumed nothing.  The descriptors are closed by
- *      the last waiter to leave, so their numbers cannot be recycled under a
- *      waiter's feet.
+ *      and this waiter's own wake channel until the deadline, and try again
+ *      after each wake-up, still without the GIL.  A backend may ask for a
+ *      re-try every slice_ms even without a wake-up (pipe: a dead process
+ *      may owe a token; writes: nothing signals "room for n").
+ *   3. EINTR, or any wake-up: take the GIL, run the signal handlers
+ *      (PEP 475).  A handler that raises ends the wait with its exception
+ *      and nothing consumed; a handler that returns lets the wait go on
+ *      with what is left of the monotonic deadline.
+ *   4. close() from another thread marks the object closed and writes every
+ *      waiter's wake channel: each stops with ValueError, having consumed
+ *      nothing.  Every thread that uses the descriptors without the GIL is
+ *      counted in `users` (efd_enter/efd_leave), and the last of them to
+ *      leave does the real close, so no descriptor number can be recycled
+ *      under anybody's feet.
+ *
+ * Each waiter has a wake channel of its own (an eventfd, or a pipe where
+ * eventfd is refused), so that waking them all -- close(), or Event.set()'s
+ * _notify() -- never depends on which of them drains a shared one first.
+ * The object keeps one spare channel, so a lone waiter costs no extra
+ * syscall.  State copied into a fork child (waiters, users, the spare) is
+ * the parent's: the child forgets it and closes its copies of those fds.
  */
 #include "efd_module.h"
 
@@ -24,11 +38,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifdef EFD_HAVE_EVENTFD
-#  include <sys/eventfd.h>
-#endif
-
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 
 static int64_t
 monotonic_ns(void)
@@ -38,134 +49,278 @@ monotonic_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* poll() timeout for what is left until `deadline`, rounded up so that we
- * never wake early; -1 for no deadline. */
+/* Milliseconds left until `deadline`, rounded up so that we never wake
+ * early; -1 for no deadline. */
 static int
-remaining_ms(int64_t deadline, int64_t now)
+remaining_ms(int64_t deadline)
 {
     int64_t left;
     if (deadline < 0)
         return -1;
-    left = deadline - now;
+    left = deadline - monotonic_ns();
     if (left <= 0)
         return 0;
     left = (left + 999999) / 1000000;
     return left > INT_MAX ? INT_MAX : (int)left;
 }
 
-/* This process's pid, from the module's fork-refreshed cache when the
- * object has one (no syscall). */
-static pid_t
-self_pid(eventfd_object *self)
+uint32_t
+efd_self_pid(eventfd_object *self)
 {
-    return self->impl.pid != NULL ? (pid_t)*self->impl.pid : getpid();
+    return self->impl.pid != NULL ? *self->impl.pid : (uint32_t)getpid();
 }
 
-/* The wake fd exists per process: a child that inherited one from a fork
- * must not wake (or be woken by) its parent's waiters. */
-static int
-ensure_wake(eventfd_object *self, pid_t me)
+/* ---- who is inside the object ------------------------------------------ */
+
+/* The object was copied into this process by fork(): the waiters and users
+ * it lists are threads of the parent.  Forget them, and close this
+ * process's copies of their wake channels (the parent's stay open). */
+static void
+forget_parent(eventfd_object *self, uint32_t me)
 {
-    if (self->wake_rfd >= 0 && self->wake_pid == me)
-        return 0;
-    if (self->wake_rfd >= 0) {
-        if (self->wake_wfd != self->wake_rfd)
-            efd_close_fd(&self->wake_wfd);
-        efd_close_fd(&self->wake_rfd);
-        self->wake_wfd = -1;
+    efd_waiter *w = self->waiters, *next;
+    for (; w != NULL; w = next) {
+        next = w->next;
+        efd_chan_close(&w->rfd, &w->wfd);
+        PyMem_RawFree(w);
     }
-#ifdef EFD_HAVE_EVENTFD
-    self->wake_rfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (self->wake_rfd >= 0) {
-        self->wake_wfd = self->wake_rfd;
-        self->wake_pid = me;
-        return 0;
-    }
-    if (errno != ENOSYS && errno != EPERM && errno != EINVAL) {
-        PyErr_SetFromErrno(PyExc_OSError);
-        return -1;
-    }
-#endif
-    {
-        int p[2], i;
-        if (pipe(p) < 0) {
-            PyErr_SetFromErrno(PyExc_OSError);
-            return -1;
-        }
-        for (i = 0; i < 2; i++) {
-            int fl = fcntl(p[i], F_GETFL);
-            (void)fcntl(p[i], F_SETFD, FD_CLOEXEC);
-            (void)fcntl(p[i], F_SETFL, fl | O_NONBLOCK);
-        }
-        self->wake_rfd = p[0];
-        self->wake_wfd = p[1];
-        self->wake_pid = me;
-    }
-    return 0;
+    self->waiters = NULL;
+    self->users = 0;
+    self->users_pid = me;
+    if (self->spare_rfd >= 0 && self->spare_pid != me)
+        efd_chan_close(&self->spare_rfd, &self->spare_wfd);
 }
 
 static void
-close_wake(eventfd_object *self)
+check_fork(eventfd_object *self)
 {
-    if (self->wake_wfd != self->wake_rfd)
-        efd_close_fd(&self->wake_wfd);
-    efd_close_fd(&self->wake_rfd);
-    self->wake_wfd = -1;
+    uint32_t me = efd_self_pid(self);
+    if (self->users_pid != me)
+        forget_parent(self, me);
+}
+
+void
+efd_enter(eventfd_object *self)
+{
+    check_fork(self);
+    self->users++;
+}
+
+void
+efd_leave(eventfd_object *self)
+{
+    if (--self->users == 0 && self->closed)
+        efd_object_close(self);
+}
+
+/* Waiter records live on the heap, not on the waiting thread's stack: a
+ * fork child walks its parent's list to close its copies of their wake
+ * channels, and the child's C library may already have handed the parent
+ * thread's (copied) stack to a new thread. */
+static efd_waiter *
+waiter_start(eventfd_object *self, int op)
+{
+    efd_waiter *w;
+    int err;
+    check_fork(self);
+    w = (efd_waiter *)PyMem_RawMalloc(sizeof(efd_waiter));
+    if (w == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    if (self->impl.ops->block != NULL)
+        w->rfd = w->wfd = -1;           /* it sleeps in block(), not poll() */
+    else if (self->spare_rfd >= 0) {
+        w->rfd = self->spare_rfd;
+        w->wfd = self->spare_wfd;
+        self->spare_rfd = self->spare_wfd = -1;
+    }
+    else if ((err = efd_chan_open(&w->rfd, &w->wfd, 1, 1)) != 0) {
+        PyMem_RawFree(w);
+        efd_err_errno(err);
+        return NULL;
+    }
+    w->poked = 0;
+    w->op = op;
+    w->next = self->waiters;
+    w->pprev = &self->waiters;
+    if (self->waiters != NULL)
+        self->waiters->pprev = &w->next;
+    self->waiters = w;
+    self->users++;
+    return w;
 }
 
 static void
-poke_wake(eventfd_object *self)
+waiter_end(eventfd_object *self, efd_waiter *w)
 {
-    if (self->wake_wfd >= 0 && self->wake_pid == self_pid(self)) {
-#ifdef EFD_HAVE_EVENTFD
-        if (self->wake_wfd == self->wake_rfd) {
-            uint64_t one = 1;
-            (void)!write(self->wake_wfd, &one, sizeof(one));
-            return;
-        }
-#endif
-        {
-            char b = 1;
-            (void)!write(self->wake_wfd, &b, 1);
+    *w->pprev = w->next;
+    if (w->next != NULL)
+        w->next->pprev = w->pprev;
+    if (w->rfd < 0)
+        ;
+    else if (LOAD(&w->poked))
+        efd_chan_drain(w->rfd);
+    if (w->rfd < 0)
+        ;
+    else if (self->spare_rfd < 0 && !self->closed) {
+        self->spare_rfd = w->rfd;
+        self->spare_wfd = w->wfd;
+        self->spare_pid = efd_self_pid(self);
+    }
+    else
+        efd_chan_close(&w->rfd, &w->wfd);
+    PyMem_RawFree(w);
+    efd_leave(self);
+}
+
+void
+efd_wake_waiters(eventfd_object *self, int op)
+{
+    efd_waiter *w;
+    int sleepers = 0;
+    check_fork(self);
+    for (w = self->waiters; w != NULL; w = w->next) {
+        if (op >= 0 && w->op != op)
+            continue;
+        if (w->rfd < 0)
+            sleepers = 1;
+        else {
+            STORE(&w->poked, 1);
+            efd_chan_put(w->rfd, w->wfd);
         }
     }
+    /* Sleepers in block() share one wake-up word with every process:
+     * wake them all; those of other processes look and sleep again. */
+    if (sleepers)
+        self->impl.ops->interrupt(&self->impl, 1);
+}
+
+/* Units this process holds outside the counter (eventfd-readback) go back
+ * before the descriptor does: wait up to a second for room, without the
+ * GIL, and say so if they cannot. */
+static void
+give_back_pending(eventfd_object *self)
+{
+    efd_impl *impl = &self->impl;
+    uint64_t left;
+    int i;
+    if (impl->ops == NULL || impl->ops->pending == NULL || impl->fd < 0)
+        return;
+    left = impl->ops->pending(impl);
+    if (left == 0)
+        return;
+    self->users++;
+    Py_BEGIN_ALLOW_THREADS
+    for (i = 0; i < 1000 && left > 0; i++) {
+        (void)poll(NULL, 0, 1);
+        left = impl->ops->pending(impl);
+    }
+    Py_END_ALLOW_THREADS
+    self->users--;
+    if (left > 0 && PyErr_WarnFormat(
+            PyExc_RuntimeWarning, 1,
+            "efd: closing an eventfd-readback object lost %llu unit(s) that "
+            "a semaphore read took and could not write back (the counter "
+            "stayed full for a second)", (unsigned long long)left) < 0)
+        PyErr_WriteUnraisable((PyObject *)self);
 }
 
 void
 efd_object_close(eventfd_object *self)
 {
-    if (self->users > 0 && self->users_pid != self_pid(self))
-        self->users = 0;                 /* those waiters live in a parent */
-    __atomic_store_n(&self->closed, 1, __ATOMIC_RELEASE);
+    check_fork(self);
+    STORE(&self->closed, 1);
     if (self->users > 0) {
-        poke_wake(self);                 /* the last waiter closes */
+        efd_wake_waiters(self, -1);      /* the last one out closes */
         return;
     }
-    if (self->impl.ops != NULL && self->impl.ops->close != NULL)
-        self->impl.ops->close(&self->impl);
+    if (self->impl.ops != NULL) {
+        if (self->detached)
+            self->impl.fd = -1;          /* detach(): the caller owns it */
+        else {
+            give_back_pending(self);
+            if (self->impl.ops->close != NULL)
+                self->impl.ops->close(&self->impl);
+        }
+    }
     self->impl.fd = -1;
-    close_wake(self);
+    if (self->spare_rfd >= 0)
+        efd_chan_close(&self->spare_rfd, &self->spare_wfd);
+}
+
+/* ---- the loop ---------------------------------------------------------- */
+
+/* EFD_OP_READY: is the count above zero right now?  The pipe backend knows
+ * its count (its token may lag after a death); the kernel backends ask
+ * poll(). */
+static int
+ready_now(efd_impl *impl)
+{
+    uint64_t v;
+    struct pollfd p;
+    if (!impl->ops->syscall_always && impl->ops->peek(impl, &v) == 0)
+        return v > 0 ? 0 : EAGAIN;
+    p.fd = impl->fd;
+    p.events = POLLIN;
+    p.revents = 0;
+    if (poll(&p, 1, 0) < 0)
+        return errno;
+    return (p.revents & POLLIN) ? 0 : EAGAIN;
 }
 
 static int
-attempt(efd_impl *impl, int op, uint64_t *value)
+attempt(efd_impl *impl, int op, uint64_t *value, int lock_ms)
 {
-    if (op == EFD_OP_READ)
-        return impl->ops->try_read(impl, value);
-    if (op == EFD_OP_WRITE)
-        return impl->ops->try_write(impl, *value);
-    {
-        /* EFD_OP_READY: does the readiness fd poll readable right now? */
-        efd_waitspec ws;
-        struct pollfd p;
-        impl->ops->waitspec(impl, 0, &ws);
-        p.fd = ws.fd;
-        p.events = POLLIN;
-        p.revents = 0;
-        if (poll(&p, 1, 0) < 0)
-            return errno;
-        return (p.revents & POLLIN) ? 0 : EAGAIN;
+    switch (op) {
+    case EFD_OP_READ:
+        return impl->ops->try_read(impl, value, lock_ms);
+    case EFD_OP_WRITE:
+    case EFD_OP_RELEASE:
+        return impl->ops->try_write(impl, *value, lock_ms);
+    default:
+        return ready_now(impl);
     }
+}
+
+/* The first try.  Writes on the kernel backends run without the GIL: a
+ * write to a full counter whose O_NONBLOCK someone cleared would sleep in
+ * the kernel, and a release may wake a thread of this process that can
+ * then take the GIL at once. */
+static int
+first_attempt(eventfd_object *self, int op, uint64_t *value)
+{
+    efd_impl *impl = &self->impl;
+    int err;
+    if (!impl->ops->syscall_always || (op != EFD_OP_WRITE && op != EFD_OP_RELEASE))
+        return attempt(impl, op, value, 0);
+    efd_enter(self);
+    Py_BEGIN_ALLOW_THREADS
+    err = attempt(impl, op, value, 0);
+    Py_END_ALLOW_THREADS
+    efd_leave(self);
+    return err;
+}
+
+/* The shared lock was busy and the caller does not wait for units: wait
+ * for the lock alone, a bounded time, without the GIL. */
+static int
+attempt_past_lock(eventfd_object *self, int op, uint64_t *value)
+{
+    int err;
+    efd_enter(self);
+    Py_BEGIN_ALLOW_THREADS
+    err = attempt(&self->impl, op, value, EFD_RECHECK_MS);
+    Py_END_ALLOW_THREADS
+    efd_leave(self);
+    return err;
+}
+
+static int
+fail(int err)
+{
+    efd_err_errno(err);
+    return -1;
 }
 
 int
@@ -174,19 +329,35 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
 {
     efd_impl *impl = &self->impl;
     int64_t deadline = -1;
-    int err, result, pollout_lies = 0;
-    pid_t me;
+    uint64_t generation = LOAD(&self->generation);
+    int err, result, pollout_lies = 0, retry_now, first;
+    uint32_t ticket = 0;
+    efd_waiter *w;
 
-    /* First try with the GIL held: no GIL round trip when it succeeds. */
-    err = attempt(impl, op, value);
+    err = first_attempt(self, op, value);
+    if (!blocking && err == EBUSY) {
+        err = attempt_past_lock(self, op, value);
+        if (LOAD(&self->closed)) {
+            if (err == 0)
+                return 1;               /* done before close() got in */
+            efd_err_closed();
+            return -1;
+        }
+        if (err == EBUSY)
+            return 0;
+    }
     if (err == 0)
         return 1;
-    if (err != EAGAIN && err != EINTR) {
-        efd_err_errno(err);
-        return -1;
-    }
+    if (err == EAGAIN && op == EFD_OP_RELEASE)
+        return fail(EAGAIN);
+    if (err != EAGAIN && err != EBUSY && err != EINTR)
+        return fail(err);
     if (!blocking)
         return 0;
+    if (LOAD(&self->closed)) {
+        efd_err_closed();
+        return -1;
+    }
 
     if (timeout >= 0) {
         /* Huge timeouts saturate to "no deadline" rather than overflow. */
@@ -197,66 +368,105 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
                 deadline = -1;
         }
     }
-    me = self_pid(self);
-    if (ensure_wake(self, me) < 0)
+    if ((w = waiter_start(self, op)) == NULL)
         return -1;
-    if (self->users > 0 && self->users_pid != me)
-        self->users = 0;             /* those waiters live in a parent */
-    self->users++;
-    self->users_pid = me;
+    if (impl->ops->syscall_always)
+        (void)efd_ensure_nonblock(impl->fd);   /* see efd_eventfd.c */
+    retry_now = (err == EBUSY);
+    /* block() backends: the first pass only takes a ticket and looks (the
+     * close and count checks above came before any ticket). */
+    first = impl->ops->block != NULL;
 
     for (;;) {
         efd_waitspec ws;
         struct pollfd pfd[2];
-        int ms, n, saved_errno = 0, closed = 0;
+        int ms, lock_ms, n, saved_errno = 0, closed;
 
-        ms = remaining_ms(deadline, deadline >= 0 ? monotonic_ns() : 0);
-        impl->ops->waitspec(impl, op == EFD_OP_WRITE, &ws);
-        if (pollout_lies) {
-            /* POLLOUT says "room for 1", not "room for value": when it has
-             * already failed us, re-try in slices instead of spinning. */
+        ms = remaining_ms(deadline);
+        lock_ms = (ms < 0 || ms > EFD_RECHECK_MS) ? EFD_RECHECK_MS : ms;
+        impl->ops->waitspec(impl, op == EFD_OP_WRITE || op == EFD_OP_RELEASE,
+                            &ws);
+        if (op == EFD_OP_RELEASE || pollout_lies) {
+            /* A release waits for the shared lock only; and POLLOUT says
+             * "room for 1", not "room for value": once it has failed us,
+             * re-try in slices instead of spinning. */
             ws.fd = -1;
-            ws.slice_ms = 5;
+            ws.slice_ms = op == EFD_OP_RELEASE ? EFD_RECHECK_MS : 5;
         }
         if (ws.slice_ms > 0 && (ms < 0 || ms > ws.slice_ms))
             ms = ws.slice_ms;
+        if (retry_now)
+            ms = 0;                     /* the lock was busy: no poll wait */
         pfd[0].fd = ws.fd;
         pfd[0].events = ws.events;
         pfd[0].revents = 0;
-        pfd[1].fd = self->wake_rfd;
+        pfd[1].fd = w->rfd;
         pfd[1].events = POLLIN;
         pfd[1].revents = 0;
 
         Py_BEGIN_ALLOW_THREADS
-        n = poll(pfd, 2, ms);
+        if (impl->ops->block == NULL)
+            n = poll(pfd, 2, ms);
+        else if (first)
+            n = 0;
+        else {
+            int kind = op == EFD_OP_READY ? EFD_BLOCK_READY
+                     : op == EFD_OP_READ ? EFD_BLOCK_READ : EFD_BLOCK_WRITE;
+            saved_errno = impl->ops->block(impl, kind, ticket, ms);
+            n = saved_errno ? -1 : 0;
+            errno = saved_errno;
+        }
         if (n < 0)
             saved_errno = errno;
+        if (impl->ops->ticket != NULL)
+            ticket = impl->ops->ticket(impl);   /* before every look below */
         closed = LOAD(&self->closed);
-        if (n >= 0 && !closed)
-            err = attempt(impl, op, value);
+        if (n >= 0 && !closed) {
+            err = attempt(impl, op, value, lock_ms);
+            /* Readable, yet nothing there: the readiness may be stale
+             * (pipe: a process died between its two steps). */
+            if (err == EAGAIN && impl->ops->repair != NULL
+                    && (pfd[0].revents & POLLIN))
+                (void)impl->ops->repair(impl, lock_ms);
+        }
         Py_END_ALLOW_THREADS
 
+        retry_now = first = 0;
         if (n >= 0 && !closed) {
             if (err == 0) {
                 result = 1;
                 break;
             }
-            if (err != EAGAIN && err != EINTR) {
-                efd_err_errno(err);
-                result = -1;
+            if (err == EAGAIN && op == EFD_OP_RELEASE) {
+                result = fail(EAGAIN);
+                break;
+            }
+            if (err == EBUSY)
+                retry_now = 1;
+            else if (err != EAGAIN && err != EINTR) {
+                result = fail(err);
                 break;
             }
             if (op == EFD_OP_WRITE && (pfd[0].revents & POLLOUT))
                 pollout_lies = 1;
         }
-        if (closed) {
+        if (n > 0 && (pfd[1].revents & POLLIN)) {
+            /* Drain first, then look at what the poke announced: whoever
+             * pokes changes the state before writing. */
+            STORE(&w->poked, 0);
+            efd_chan_drain(w->rfd);
+        }
+        if (LOAD(&self->closed)) {
             efd_err_closed();
             result = -1;
             break;
         }
+        if (op == EFD_OP_READY && LOAD(&self->generation) != generation) {
+            result = 1;                 /* Event.set() in this process */
+            break;
+        }
         if (n < 0 && saved_errno != EINTR) {
-            efd_err_errno(saved_errno);
-            result = -1;
+            result = fail(saved_errno);
             break;
         }
         /* PEP 475: run the handlers of signals that arrived (EINTR, or a
@@ -269,19 +479,17 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
             result = 0;
             break;
         }
-        if (n > 0 && (pfd[1].revents & POLLIN)) {
-            /* Not closed, yet woken: drain, so a stray wake cannot spin. */
-            char buf[8];
-            (void)!read(self->wake_rfd, buf, sizeof(buf));
-        }
-        if (n > 0 && (pfd[0].revents & (POLLNVAL | POLLERR))) {
-            efd_err_errno(EBADF);
-            result = -1;
+        if (n > 0 && (pfd[0].revents & POLLNVAL)) {
+            /* Closed behind our back (os.close on fileno()): not by us,
+             * since we are counted in `users`. */
+            result = fail(EBADF);
             break;
         }
     }
 
-    if (--self->users == 0 && self->closed)
-        efd_object_close(self);
+    if (result != 1 && op == EFD_OP_READ && impl->ops->interrupt != NULL
+            && !self->closed)
+        impl->ops->interrupt(impl, 0);  /* pass on a wake-up meant for us */
+    waiter_end(self, w);
     return result;
 }

@@ -24,7 +24,10 @@ import pytest
 import efd
 from efd import _efd
 
-BACKENDS = ("eventfd", "eventfd-readback", "pipe")
+BACKENDS = ("eventfd", "eventfd-readback", "pipe", "futex")
+#: The backends whose descriptor is a kernel eventfd (from_fd, detach, raw
+#: reads); the others keep the count in shared memory.
+KERNEL_BACKENDS = ("eventfd", "eventfd-readback")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: Time limit for anything a test waits on that should finish "at once".
@@ -47,6 +50,8 @@ def backend_unavailable(name, semaphore=False):
     probe = _efd._probe()
     if name in ("eventfd", "eventfd-readback") and probe["eventfd2_errno"]:
         return "%s backend: eventfd2() fails here: %s" % (name, probe["eventfd2"])
+    if name == "futex" and probe["futex_errno"]:
+        return "futex backend: not available here: %s" % (probe["futex"],)
     if name == "eventfd" and semaphore and probe["eventfd2_semaphore_errno"]:
         return "eventfd backend: EFD_SEMAPHORE refused here: %s" % (
             probe["eventfd2_semaphore"],)

@@ -6,12 +6,14 @@ import errno
 import fcntl
 import gc
 import os
+import threading
+import time
 import warnings
 
 import pytest
 
 import efd
-from conftest import BACKENDS, backend_unavailable, kernel_eventfd_available, open_fd_count
+from conftest import BACKENDS, KERNEL_BACKENDS, backend_unavailable, kernel_eventfd_available, open_fd_count
 
 needs_kernel = pytest.mark.skipif(not kernel_eventfd_available(),
                                   reason="needs a kernel eventfd")
@@ -292,3 +294,78 @@ def test_fileno_is_a_live_descriptor(make):
     assert isinstance(fd, int) and fd >= 0
     assert is_open(fd)
     assert fd in ev._fds()
+
+
+# ---- detach() -------------------------------------------------------------
+
+def test_detach_gives_up_the_descriptor(make, backend, semaphore):
+    """detach() returns the live descriptor, closes the object, and leaves
+    the descriptor open and owned by the caller (as socket.detach)."""
+    if backend not in KERNEL_BACKENDS:
+        pytest.skip("only kernel eventfds can be detached")
+    ev = make(5, semaphore=semaphore)
+    fd = ev.fileno()
+    assert ev.detach() == fd
+    assert ev.closed
+    with pytest.raises(ValueError, match="closed"):
+        ev.fileno()
+    ev.close()                              # idempotent, and closes nothing
+    assert fcntl.fcntl(fd, fcntl.F_GETFD) >= 0
+    adopted = efd.EventFD.from_fd(fd, semaphore=semaphore)
+    assert adopted.read() == (1 if semaphore else 5)
+    adopted.close()
+
+
+def test_detach_on_memory_backends_refuses_and_changes_nothing(make, backend):
+    """A pipe or futex object's count is not in its descriptor: ValueError, and the
+    object stays open and usable."""
+    if backend in KERNEL_BACKENDS:
+        pytest.skip("the memory backends only")
+    ev = make(2, semaphore=True)
+    with pytest.raises(ValueError, match="kernel eventfd"):
+        ev.detach()
+    assert not ev.closed
+    assert ev.acquire(False) and ev.acquire(False) and not ev.acquire(False)
+
+
+def test_detach_closed_object_raises(make):
+    ev = make()
+    ev.close()
+    with pytest.raises(ValueError, match="closed"):
+        ev.detach()
+
+
+def test_detach_while_a_thread_waits(make, backend):
+    """The waiter wakes with ValueError; the caller gets a descriptor over
+    the same counter that stays valid after the waiter is gone."""
+    if backend not in KERNEL_BACKENDS:
+        pytest.skip("only kernel eventfds can be detached")
+    ev = make(0, semaphore=True)
+    errors = []
+
+    def waiter():
+        try:
+            ev.acquire(timeout=30)
+        except ValueError as exc:
+            errors.append(str(exc))
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    time.sleep(0.1)                         # let it block in poll()
+    fd = ev.detach()
+    t.join(timeout=5)
+    assert not t.is_alive()
+    assert errors and "closed" in errors[0]
+    efd.eventfd_write(fd, 3)
+    assert efd.eventfd_read(fd) in (1, 3)   # semaphore or readback fd
+    os.close(fd)
+
+
+def test_detach_leaves_no_fd_behind(backend):
+    if backend not in KERNEL_BACKENDS:
+        pytest.skip("only kernel eventfds can be detached")
+    before = open_fd_count()
+    ev = efd.EventFD(backend=backend)
+    fd = ev.detach()
+    os.close(fd)
+    assert open_fd_count() == before

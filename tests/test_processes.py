@@ -13,7 +13,7 @@ import time
 import pytest
 
 import efd
-from conftest import kernel_eventfd_available
+from conftest import KERNEL_BACKENDS, kernel_eventfd_available
 
 CHILD_LIMIT = 60
 
@@ -133,9 +133,9 @@ def kernel_shows_semaphore_mode():
 
 @pytest.mark.skipif(not kernel_eventfd_available(), reason="no kernel eventfd")
 def test_pass_fds_and_from_fd(make, backend, semaphore, run_py):
-    if backend == "pipe":
-        pytest.skip("from_fd adopts kernel eventfds; the pipe backend's "
-                    "objects travel with multiprocessing instead")
+    if backend not in KERNEL_BACKENDS:
+        pytest.skip("from_fd adopts kernel eventfds; the %s backend's "
+                    "objects travel with multiprocessing instead" % backend)
     ev = make(5, semaphore=semaphore)
     fd = ev.fileno()
     # A kernel fd in semaphore mode says so in fdinfo; the readback
@@ -206,8 +206,9 @@ def test_cloexec(make, run_py, cloexec):
 
 
 def test_inherited_fd_is_usable_after_exec(make, backend, run_py):
-    if backend == "pipe":
-        pytest.skip("the pipe backend's fileno() is for readiness only")
+    if backend not in KERNEL_BACKENDS:
+        pytest.skip("the %s backend's fileno() is for readiness only"
+                    % backend)
     ev = make(3, cloexec=False)
     code = """
         import os

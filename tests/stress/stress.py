@@ -52,7 +52,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 
 import efd  # noqa: E402  (after the path set-up, to test this checkout)
 
-BACKENDS = ("eventfd", "eventfd-readback", "pipe")
+BACKENDS = ("eventfd", "eventfd-readback", "pipe", "futex")
 MODES = ("semaphore", "counter")
 
 
