@@ -16,7 +16,7 @@ import signal
 
 import pytest
 
-from conftest import backend_unavailable
+from conftest import BACKENDS, KERNEL_BACKENDS, backend_unavailable
 from _faults import child_code, expect_ok, supported
 
 pytestmark = [
@@ -185,19 +185,21 @@ def test_emfile_is_not_cached(run_py):
 
 
 _FORCED = '''
-    objs = [efd.EventFD(backend="pipe"),
-            efd.EventFD(2, semaphore=True, backend="pipe"),
-            efd.Semaphore(1, backend="pipe")._ev,
-            efd.Event(backend="pipe")._ev]
-    os.environ["EFD_BACKEND"] = "pipe"
+    objs = [efd.EventFD(backend=FORCED),
+            efd.EventFD(2, semaphore=True, backend=FORCED),
+            efd.Semaphore(1, backend=FORCED)._ev,
+            efd.Event(backend=FORCED)._ev]
+    os.environ["EFD_BACKEND"] = FORCED
     objs.append(efd.EventFD(1, semaphore=True))
     for ev in objs:
-        check(ev.backend == "pipe", ev.backend)
+        check(ev.backend == FORCED, ev.backend)
         ev.release(2)
         check(ev.acquire(False), "acquire(False)")
-        check(readable(ev.fileno()), "not readable")
+        check(readable(ev.fileno()) == (ev._peek() > 0),
+              "fileno() readable %r with count %r"
+              % (readable(ev.fileno()), ev._peek()))
     if WAITS:
-        e = efd.Event(backend="pipe")
+        e = efd.Event(backend=FORCED)
         ev = objs[1]
         while ev.acquire(False):
             pass
@@ -213,13 +215,17 @@ _FORCED = '''
 '''
 
 
+@pytest.mark.parametrize("forced", [b for b in BACKENDS
+                                    if b not in KERNEL_BACKENDS])
 @pytest.mark.parametrize("waits", [False, True], ids=["calls", "blocking-waits"])
-def test_forced_pipe_never_calls_eventfd(waits, run_py):
-    """Issue 9 item 7: a forced pipe backend needs no probe: under a filter
-    that kills the process on any eventfd call, it works (blocking-waits:
-    its wake channel needs no eventfd either)."""
+def test_forced_backend_never_calls_eventfd(forced, waits, run_py):
+    """Issue 9 item 7: a forced non-kernel backend needs no probe: under a
+    filter that kills the process on any eventfd call (systemd's
+    SystemCallFilter= default), it works (blocking-waits: its wake channels
+    need no eventfd either)."""
     proc = run_py(child_code(_FORCED, filters={"eventfd_kill": True},
-                             WAITS=waits), timeout=30, check=False)
+                             WAITS=waits, FORCED=forced),
+                  timeout=30, check=False)
     assert proc.returncode != -signal.SIGSYS, (
         "killed by the filter: eventfd2 was called\n" + proc.stderr)
     expect_ok(proc)
