@@ -130,6 +130,30 @@ def expect_ok(proc):
         % (proc.returncode, proc.stdout, proc.stderr))
 
 
+def run_parallel(popen_py, jobs, limit=60):
+    """Run child programs side by side (they mostly sleep, fork and wait):
+    `jobs` maps a name to (code, backend).  Fails the test with the output
+    of every child that did not exit 0; returns {name: stdout}."""
+    import pytest
+    import subprocess
+    procs = {name: popen_py(code, backend=backend, limit=limit)
+             for name, (code, backend) in jobs.items()}
+    results, failed = {}, []
+    for name, proc in procs.items():
+        try:
+            out, err = proc.communicate(timeout=limit + 10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        results[name] = out
+        if proc.returncode != 0:
+            failed.append("%s: exited with %s\n--- stdout\n%s\n--- stderr\n%s"
+                          % (name, proc.returncode, out, err))
+    if failed:
+        pytest.fail("\n".join(failed))
+    return results
+
+
 #: The start of every child program: imports and bounded helpers.
 CHILD_PRELUDE = textwrap.dedent('''
     import asyncio, ctypes, errno, os, random, select, signal, sys
