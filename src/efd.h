@@ -4,16 +4,11 @@
  *
  * A backend is a table of plain C functions that never touch Python objects
  * and may be called with or without the GIL.  Each returns 0 on success or a
- * positive errno value:
- *
- *   EAGAIN  not now: wait for readiness (or, for a write, for room);
- *   EBUSY   a lock shared with other processes is held and `lock_ms` ran
- *           out; the caller retries without the GIL (pipe backend only).
- *
- * No backend operation ever sleeps longer than the `lock_ms` it is given,
- * so the caller decides what may wait with the GIL held (nothing) and what
- * may wait without it (a bounded slice, between checks for close() and
- * signals).  The Python layer (efd_object.c) owns argument checking and the
+ * positive errno value; EAGAIN means "not now: wait for readiness" (or, for
+ * a write, for room).  No backend operation ever sleeps, and none ever
+ * waits for a lock: the memory backends' one lock (efd_shm.c) is only ever
+ * tried.  So the callers decide what waits, where, and with the GIL
+ * released.  The Python layer (efd_object.c) owns argument checking and the
  * closed state; efd_wait.c holds the single wait loop that every blocking
  * call goes through; efd_backend.c chooses the backend.
  */
@@ -45,16 +40,29 @@
  * descriptor whose wake-up a dead process may have owed it. */
 #define EFD_RECHECK_MS 100
 
-typedef struct efd_shared efd_shared;     /* pipe backend's shared page */
+/* The shared page of the memory backends (pipe, futex): see efd_shm.c. */
+struct efd_count {
+    uint32_t magic;                 /* which backend made it */
+    uint32_t semaphore;
+    _Atomic uint64_t count;
+    _Atomic uint32_t armed;         /* readiness is kept in step */
+    _Atomic uint32_t dirty;         /* readiness may lag: sync it */
+    uint32_t token;                 /* under `lock`: the channel is readable */
+    /* futex backend */
+    _Atomic uint32_t seq;           /* the futex word */
+    _Atomic uint32_t sleepers;      /* readers in FUTEX_WAIT */
+    _Atomic uint32_t watchers;      /* readiness waiters in FUTEX_WAIT */
+    pthread_mutex_t lock;           /* process-shared, robust; guards token */
+};
 
 /* What one EventFD holds, whatever the backend. */
 typedef struct efd_impl {
     const struct efd_backend *ops;
     int fd;             /* readiness fd: the eventfd, or the pipe's read end */
-    int wfd;            /* pipe backend: write end; otherwise -1 */
-    int shmfd;          /* pipe backend: shared-memory fd; otherwise -1 */
-    efd_shared *shm;    /* pipe backend: the mapping; otherwise NULL */
-    struct efd_fshared *fsh;  /* futex backend: the mapping; otherwise NULL */
+    int wfd;            /* memory backends: the channel's write end (== fd
+                         * for an eventfd channel); otherwise -1 */
+    int shmfd;          /* memory backends: the shared page's fd; else -1 */
+    struct efd_count *cnt;  /* memory backends: the mapping; else NULL */
     int semaphore;      /* reads take 1 (semaphore) or everything */
     /* Kernel backends: 1 if reads use preadv2(RWF_NOWAIT), which never
      * sleeps even if someone cleared O_NONBLOCK on the shared description;
@@ -89,11 +97,10 @@ typedef struct efd_backend {
     int (*open)(efd_impl *impl, uint64_t initval, int semaphore, int cloexec);
     /* Adopt already-open descriptors (from_fd, unpickling in a child). */
     int (*adopt)(efd_impl *impl, const int *fds, int nfds, int semaphore);
-    /* One non-blocking read: 1 in semaphore mode, everything otherwise.
-     * May wait up to lock_ms for a shared lock (EBUSY after that). */
-    int (*try_read)(efd_impl *impl, uint64_t *value, int lock_ms);
+    /* One non-blocking read: 1 in semaphore mode, everything otherwise. */
+    int (*try_read)(efd_impl *impl, uint64_t *value);
     /* One non-blocking write of `value` (value <= EFD_MAX; 0 allowed). */
-    int (*try_write)(efd_impl *impl, uint64_t value, int lock_ms);
+    int (*try_write)(efd_impl *impl, uint64_t value);
     /* Where to wait for a read (for_write == 0) or a write. */
     void (*waitspec)(efd_impl *impl, int for_write, efd_waitspec *ws);
     /* Current count without consuming it; ENOTSUP if unknown. */
@@ -101,7 +108,7 @@ typedef struct efd_backend {
     /* Optional (NULL: nothing to do).  The readiness fd polled readable but
      * a read found nothing: make readiness agree with the count again (a
      * process may have died between changing one and the other). */
-    int (*repair)(efd_impl *impl, int lock_ms);
+    int (*repair)(efd_impl *impl);
     /* Optional: units this process holds outside the counter and will
      * give back (eventfd-readback); tries once to give them back first. */
     uint64_t (*pending)(efd_impl *impl);
@@ -143,31 +150,39 @@ int efd_fd_is_eventfd(int fd);
 
 /* The native backend's operations, reused by eventfd-readback. */
 int efd_ev_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore);
-int efd_ev_try_write(efd_impl *impl, uint64_t value, int lock_ms);
+int efd_ev_try_write(efd_impl *impl, uint64_t value);
 void efd_ev_waitspec(efd_impl *impl, int for_write, efd_waitspec *ws);
 int efd_ev_peek(efd_impl *impl, uint64_t *value);
 int efd_ev_fds(efd_impl *impl, int *out, int max);
 void efd_ev_close(efd_impl *impl);
 
-/* Shared memory, robust locks and channels (efd_shm.c), for the backends
- * that keep their count in memory and for the wait loop's wake-ups. */
+/* Channels (efd_shm.c): a descriptor made readable by put and emptied by
+ * take/drain -- an eventfd (rfd == wfd) where allowed and possible, else a
+ * non-blocking pipe.  None of them ever sleeps.  The memory backends' token
+ * and the wait loop's per-waiter wake-ups are channels. */
 int efd_set_fd_flags(int fd, int cloexec, int nonblock);
-int efd_shm_new(size_t size, int cloexec, int *out_fd, void **out_map);
-int efd_shm_adopt(int fd, size_t size, void **out_map);
-int efd_robust_init(pthread_mutex_t *m);
-/* 0 (locked; *owner_died says whether the last owner died holding it, in
- * which case the caller repairs and calls efd_robust_recovered), EBUSY
- * after lock_ms, or an errno. */
-int efd_robust_lock(pthread_mutex_t *m, int lock_ms, int *owner_died);
-void efd_robust_recovered(pthread_mutex_t *m);
-/* A channel: an eventfd (rfd == wfd) where allowed and possible, else a
- * non-blocking pipe.  put makes it readable, take undoes one put, drain
- * empties it; none of them ever sleeps. */
 int efd_chan_open(int *rfd, int *wfd, int allow_eventfd, int cloexec);
 void efd_chan_close(int *rfd, int *wfd);
 void efd_chan_put(int rfd, int wfd);
 void efd_chan_take(int rfd, int wfd);
 void efd_chan_drain(int rfd);
+
+/* The count in shared memory (efd_shm.c), what the pipe and futex backends
+ * share.  `magic` tells the backends' pages apart; `channel_eventfd` allows
+ * an eventfd for the readiness channel; `armed` keeps readiness in step
+ * from the start (pipe) instead of from the first arm() (futex). */
+int efd_count_open(efd_impl *impl, uint64_t initval, int semaphore,
+                   int cloexec, uint32_t magic, int channel_eventfd,
+                   int armed);
+int efd_count_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore,
+                    uint32_t magic);
+int efd_count_try_read(efd_impl *impl, uint64_t *value);
+int efd_count_try_write(efd_impl *impl, uint64_t value);
+int efd_count_peek(efd_impl *impl, uint64_t *value);
+int efd_count_repair(efd_impl *impl);
+void efd_count_arm(efd_impl *impl);
+int efd_count_fds(efd_impl *impl, int *out, int max);
+void efd_count_close(efd_impl *impl);
 
 /* Close an fd, retrying nothing (POSIX leaves the fd closed on EINTR). */
 void efd_close_fd(int *fd);

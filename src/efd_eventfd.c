@@ -201,16 +201,14 @@ efd_ev_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore)
 }
 
 static int
-ev_try_read(efd_impl *impl, uint64_t *value, int lock_ms)
+ev_try_read(efd_impl *impl, uint64_t *value)
 {
-    (void)lock_ms;
     return efd_kernel_read(impl->fd, impl->nowait, value);
 }
 
 int
-efd_ev_try_write(efd_impl *impl, uint64_t value, int lock_ms)
+efd_ev_try_write(efd_impl *impl, uint64_t value)
 {
-    (void)lock_ms;
     return efd_kernel_write(impl->fd, value);
 }
 

@@ -64,20 +64,21 @@ typedef struct {
 /* What efd_wait() does once the object is ready:
  *   EFD_OP_READ     take (a read),
  *   EFD_OP_WRITE    add *value, waiting for room,
- *   EFD_OP_RELEASE  add *value, never waiting for room (EAGAIN if full),
- *                   only for a shared lock (pipe backend),
  *   EFD_OP_READY    nothing: wait until the count is above zero, or until
  *                   _notify() was called (efd.Event's wait). */
-enum { EFD_OP_READ, EFD_OP_WRITE, EFD_OP_RELEASE, EFD_OP_READY };
+enum { EFD_OP_READ, EFD_OP_WRITE, EFD_OP_READY };
 
 /* One operation `op`; a read's result lands in *value.
  * blocking == 0: try once.  timeout < 0: no deadline.
  * Returns 1 if done, 0 if it would block or the time ran out,
  * -1 with an exception set (a signal handler raised, the object was closed
- * while waiting, or an OS error; EFD_OP_RELEASE: OSError(EAGAIN) when the
- * count would pass the maximum, for the caller to turn into ValueError). */
+ * while waiting, or an OS error). */
 int efd_wait(eventfd_object *self, int op, uint64_t *value,
              int blocking, double timeout);
+
+/* One try of `op`, never waiting: 0, EAGAIN, or an errno.  Kernel writes
+ * run without the GIL (inside efd_enter/efd_leave). */
+int efd_attempt(eventfd_object *self, int op, uint64_t *value);
 
 /* Enter / leave a stretch in which this thread uses the object's
  * descriptors with the GIL released (both called with the GIL held). */

@@ -85,8 +85,7 @@ alloc_object(PyTypeObject *type, efd_state *st)
     self->impl.pid = &st->pid;
     self->impl.ops = NULL;
     self->impl.fd = self->impl.wfd = self->impl.shmfd = -1;
-    self->impl.shm = NULL;
-    self->impl.fsh = NULL;
+    self->impl.cnt = NULL;
     self->impl.nowait = 0;
     self->closed = 1;            /* until a backend has opened it */
     self->detached = 0;
@@ -458,7 +457,7 @@ eventfd_release(eventfd_object *self, PyObject *const *args, Py_ssize_t nargs,
     static const char *const names[] = {"n", NULL};
     PyObject *a[1];
     uint64_t n = 1;
-    int r;
+    int err;
 
     if (nargs > 0 || kwnames != NULL) {
         if (efd_parse_args("release", names, 1, args, nargs, kwnames, a) < 0)
@@ -484,17 +483,13 @@ eventfd_release(eventfd_object *self, PyObject *const *args, Py_ssize_t nargs,
         }
     }
     CHECK_OPEN(self);
-    if (n <= EFD_MAX) {
-        /* Never waits for room; waits only for the pipe backend's shared
-         * lock (bounded slices, GIL released), and runs without the GIL on
-         * the kernel backends (see first_attempt in efd_wait.c). */
-        r = efd_wait(self, EFD_OP_RELEASE, &n, 1, EFD_FOREVER);
-        if (r > 0)
-            Py_RETURN_NONE;
-        if (!PyErr_ExceptionMatches(PyExc_BlockingIOError))
-            return NULL;
-        PyErr_Clear();
-    }
+    /* One try, never waiting (on the kernel backends without the GIL: see
+     * efd_attempt). */
+    err = n <= EFD_MAX ? efd_attempt(self, EFD_OP_WRITE, &n) : EAGAIN;
+    if (err == 0)
+        Py_RETURN_NONE;
+    if (err != EAGAIN)
+        return efd_err_errno(err);
     PyErr_Format(PyExc_ValueError,
                  "release(%llu) would pass the maximum count 2**64 - 2",
                  (unsigned long long)n);

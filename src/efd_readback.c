@@ -74,12 +74,11 @@ rb_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec)
 }
 
 static int
-rb_try_read(efd_impl *impl, uint64_t *value, int lock_ms)
+rb_try_read(efd_impl *impl, uint64_t *value)
 {
     uint64_t c, h;
     int err;
 
-    (void)lock_ms;
     rb_flush(impl);
     if (impl->semaphore) {
         /* Units this object could not write back are taken first. */
@@ -107,9 +106,8 @@ rb_try_read(efd_impl *impl, uint64_t *value, int lock_ms)
 }
 
 static int
-rb_try_write(efd_impl *impl, uint64_t value, int lock_ms)
+rb_try_write(efd_impl *impl, uint64_t value)
 {
-    (void)lock_ms;
     rb_flush(impl);
     return efd_kernel_write(impl->fd, value);
 }

@@ -1,9 +1,42 @@
 /*
- * efd_shm.c -- what the backends that keep their count in memory share
- * (pipe, futex): an anonymous shared-memory file, a process-shared robust
- * mutex, and a "channel" -- a descriptor that is made readable by writing
- * to it and drained by reading, which serves as a readiness token (pipe,
- * futex) and as a waiter's wake-up (efd_wait.c).
+ * efd_shm.c -- the count in shared memory, which the pipe and futex
+ * backends share, and the "channels" they and the wait loop use.
+ *
+ * The count.  A page of shared memory (memfd where present, else an
+ * unlinked shm_open object) holds the count, changed only by compare-and-
+ * swap: a read takes 1 (semaphore mode) or everything, a write adds, and
+ * neither ever waits or makes a system call on its own.  So the count is
+ * never wrong, whatever happens to the processes sharing it: a change is
+ * one atomic instruction, done or not done.
+ *
+ * Readiness.  The object owns a channel -- a descriptor that is readable
+ * while it holds a "token" -- which fileno() returns, so that select, poll
+ * and event loops can wait for the count to be above zero.  Once the page
+ * is "armed" (from the start for the pipe backend; from the first fileno()
+ * for the futex backend, whose own waiters do not need it), whoever moves
+ * the count across zero brings the token in step with it (sync_token):
+ * it marks readiness `dirty` and, if the page's small lock is free, puts or
+ * takes the token to match the count as it is now, then unlocks and looks
+ * at `dirty` again, since someone may have crossed meanwhile.  If the lock
+ * is busy it leaves the work to the holder, which will see `dirty` when it
+ * unlocks.  Nobody ever waits for the lock, so a process stopped or killed
+ * while holding it blocks nobody.
+ *
+ * What can lag, and for how long.  Readiness is in step with the count
+ * except (a) for the instant between a crossing and its sync, (b) after a
+ * process is killed between a crossing and its sync, and (c) after one is
+ * killed or stopped while it holds the lock.  The lock is a process-shared
+ * robust mutex: after (c) the next process to take it is told that the
+ * owner died (EOWNERDEAD), drains the channel and re-derives the token.
+ * For (b) and a stopped holder, the token is repaired by the next crossing
+ * or by a waiter: efd's own waiters on the channel look at the count at
+ * least every EFD_RECHECK_MS, and one that finds the channel readable but
+ * the count zero syncs (repair).  A missing token therefore costs a waiter
+ * at most that interval, and a stale one costs nothing but a repair.
+ *
+ * Channels.  A channel is an eventfd (rfd == wfd) where allowed and
+ * possible, else a non-blocking pipe; it also serves as each waiting
+ * thread's wake-up in efd_wait.c.
  */
 #define _GNU_SOURCE 1
 #include "efd.h"
@@ -88,8 +121,8 @@ shm_create(int *out_fd)
     return 0;
 }
 
-int
-efd_shm_new(size_t size, int cloexec, int *out_fd, void **out_map)
+static int
+shm_new(size_t size, int cloexec, int *out_fd, void **out_map)
 {
     int fd = -1, err;
     void *p;
@@ -114,8 +147,8 @@ fail:
     return err;
 }
 
-int
-efd_shm_adopt(int fd, size_t size, void **out_map)
+static int
+shm_adopt(int fd, size_t size, void **out_map)
 {
     struct stat st;
     void *p;
@@ -130,10 +163,10 @@ efd_shm_adopt(int fd, size_t size, void **out_map)
     return 0;
 }
 
-/* ---- robust mutex ------------------------------------------------------ */
+/* ---- the lock ---------------------------------------------------------- */
 
-int
-efd_robust_init(pthread_mutex_t *m)
+static int
+lock_init(pthread_mutex_t *m)
 {
     pthread_mutexattr_t attr;
     int err = pthread_mutexattr_init(&attr);
@@ -148,52 +181,6 @@ efd_robust_init(pthread_mutex_t *m)
         err = pthread_mutex_init(m, &attr);
     pthread_mutexattr_destroy(&attr);
     return err;
-}
-
-int
-efd_robust_lock(pthread_mutex_t *m, int lock_ms, int *owner_died)
-{
-    int r = pthread_mutex_trylock(m);
-
-    *owner_died = 0;
-    if (r == EBUSY && lock_ms > 0) {
-        struct timespec ts;
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 30)
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-#else
-        clock_gettime(CLOCK_REALTIME, &ts);
-#endif
-        ts.tv_sec += lock_ms / 1000;
-        ts.tv_nsec += (long)(lock_ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 30)
-        r = pthread_mutex_clocklock(m, CLOCK_MONOTONIC, &ts);
-#else
-        r = pthread_mutex_timedlock(m, &ts);
-#endif
-        if (r == ETIMEDOUT || r == EINTR)
-            r = EBUSY;
-    }
-#ifdef EFD_ROBUST
-    if (r == EOWNERDEAD) {
-        *owner_died = 1;
-        r = 0;
-    }
-#endif
-    return r;
-}
-
-void
-efd_robust_recovered(pthread_mutex_t *m)
-{
-#ifdef EFD_ROBUST
-    pthread_mutex_consistent(m);
-#else
-    (void)m;
-#endif
 }
 
 /* ---- channels ---------------------------------------------------------- */
@@ -298,4 +285,204 @@ efd_chan_drain(int rfd)
     do {
         n = read_nowait(rfd, buf, sizeof(buf));
     } while (n > 0 || (n < 0 && errno == EINTR));
+}
+
+/* ---- the count --------------------------------------------------------- */
+
+/* Under the lock: the channel holds a token iff the count is above zero.
+ * After a death inside the lock the token's state is unknown: drain. */
+static void
+sync_locked(efd_impl *impl, int owner_died)
+{
+    struct efd_count *c = impl->cnt;
+    int want;
+    if (owner_died) {
+        efd_chan_drain(impl->fd);
+        c->token = 0;
+    }
+    want = atomic_load(&c->count) > 0;
+    if (want && !c->token) {
+        efd_chan_put(impl->fd, impl->wfd);
+        c->token = 1;
+    }
+    else if (!want && c->token) {
+        efd_chan_take(impl->fd, impl->wfd);
+        c->token = 0;
+    }
+}
+
+/* Bring readiness in step with the count, never waiting for the lock. */
+static void
+sync_token(efd_impl *impl)
+{
+    struct efd_count *c = impl->cnt;
+    atomic_store(&c->dirty, 1);
+    for (;;) {
+        int r = pthread_mutex_trylock(&c->lock), died = 0;
+#ifdef EFD_ROBUST
+        if (r == EOWNERDEAD) {
+            died = 1;
+            r = 0;
+        }
+#endif
+        if (r != 0)
+            return;     /* busy: its holder looks at `dirty` after unlocking */
+        atomic_store(&c->dirty, 0);
+        sync_locked(impl, died);
+#ifdef EFD_ROBUST
+        if (died)
+            pthread_mutex_consistent(&c->lock);
+#endif
+        pthread_mutex_unlock(&c->lock);
+        if (!atomic_load(&c->dirty))
+            return;
+    }
+}
+
+static inline void
+crossed(efd_impl *impl)
+{
+    if (atomic_load(&impl->cnt->armed))
+        sync_token(impl);
+}
+
+int
+efd_count_try_read(efd_impl *impl, uint64_t *value)
+{
+    _Atomic uint64_t *count = &impl->cnt->count;
+    uint64_t c = atomic_load(count), take;
+    do {
+        if (c == 0)
+            return EAGAIN;
+        take = impl->semaphore ? 1 : c;
+    } while (!atomic_compare_exchange_weak(count, &c, c - take));
+    if (c == take)
+        crossed(impl);
+    *value = take;
+    return 0;
+}
+
+int
+efd_count_try_write(efd_impl *impl, uint64_t value)
+{
+    _Atomic uint64_t *count = &impl->cnt->count;
+    uint64_t c;
+    if (value == 0)
+        return 0;
+    c = atomic_load(count);
+    do {
+        if (c > EFD_MAX - value)
+            return EAGAIN;
+    } while (!atomic_compare_exchange_weak(count, &c, c + value));
+    if (c == 0)
+        crossed(impl);
+    return 0;
+}
+
+int
+efd_count_peek(efd_impl *impl, uint64_t *value)
+{
+    *value = atomic_load(&impl->cnt->count);
+    return 0;
+}
+
+int
+efd_count_repair(efd_impl *impl)
+{
+    crossed(impl);
+    return 0;
+}
+
+void
+efd_count_arm(efd_impl *impl)
+{
+    struct efd_count *c = impl->cnt;
+    if (!atomic_load(&c->armed)) {
+        atomic_store(&c->armed, 1);
+        sync_token(impl);
+    }
+}
+
+int
+efd_count_fds(efd_impl *impl, int *out, int max)
+{
+    int n = impl->wfd != impl->fd ? 3 : 2;
+    if (max < n)
+        return 0;
+    out[0] = impl->shmfd;
+    out[1] = impl->fd;
+    if (n == 3)
+        out[2] = impl->wfd;
+    return n;
+}
+
+void
+efd_count_close(efd_impl *impl)
+{
+    if (impl->cnt != NULL) {
+        munmap((void *)impl->cnt, sizeof(struct efd_count));
+        impl->cnt = NULL;
+    }
+    efd_chan_close(&impl->fd, &impl->wfd);
+    efd_close_fd(&impl->shmfd);
+}
+
+int
+efd_count_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec,
+               uint32_t magic, int channel_eventfd, int armed)
+{
+    void *map = NULL;
+    struct efd_count *c;
+    int err;
+
+    impl->fd = impl->wfd = impl->shmfd = -1;
+    impl->cnt = NULL;
+    impl->semaphore = semaphore;
+    if ((err = shm_new(sizeof(struct efd_count), cloexec, &impl->shmfd, &map)))
+        return err;
+    impl->cnt = c = (struct efd_count *)map;
+    if ((err = lock_init(&c->lock)) != 0
+            || (err = efd_chan_open(&impl->fd, &impl->wfd, channel_eventfd,
+                                    cloexec)) != 0) {
+        efd_count_close(impl);
+        return err;
+    }
+    atomic_store(&c->count, initval);
+    c->semaphore = (uint32_t)semaphore;
+    if (armed && initval > 0) {
+        efd_chan_put(impl->fd, impl->wfd);
+        c->token = 1;
+    }
+    atomic_store(&c->armed, (uint32_t)armed);
+    c->magic = magic;
+    return 0;
+}
+
+/* Adopt (shared page, channel read end[, its write end]) as listed by
+ * efd_count_fds().  On failure the caller still owns the fds. */
+int
+efd_count_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore,
+                uint32_t magic)
+{
+    void *map = NULL;
+    int err;
+
+    impl->fd = impl->wfd = impl->shmfd = -1;
+    impl->cnt = NULL;
+    if (nfds != 2 && nfds != 3)
+        return EINVAL;
+    if (fcntl(fds[1], F_GETFD) < 0 || (nfds == 3 && fcntl(fds[2], F_GETFD) < 0))
+        return errno;
+    if ((err = shm_adopt(fds[0], sizeof(struct efd_count), &map)))
+        return err;
+    if (((struct efd_count *)map)->magic != magic) {
+        munmap(map, sizeof(struct efd_count));
+        return EINVAL;
+    }
+    impl->cnt = (struct efd_count *)map;
+    impl->shmfd = fds[0];
+    impl->fd = fds[1];
+    impl->wfd = nfds == 3 ? fds[2] : fds[1];
+    impl->semaphore = semaphore >= 0 ? semaphore : (int)impl->cnt->semaphore;
+    return 0;
 }

@@ -4,13 +4,14 @@
  *
  *   1. Try the operation once, with the GIL held (no GIL round trip when it
  *      succeeds or when the caller does not want to wait).  Nothing done
- *      with the GIL held ever sleeps: kernel reads use RWF_NOWAIT, and a
- *      shared lock (pipe backend) is only tried.
- *   2. Otherwise, with the GIL released, poll() the backend's readiness fd
- *      and this waiter's own wake channel until the deadline, and try again
+ *      with the GIL held ever sleeps: kernel reads use RWF_NOWAIT, and no
+ *      backend operation waits for anything (efd.h).
+ *   2. Otherwise, with the GIL released, sleep until the deadline -- in
+ *      poll() on the backend's readiness fd and this waiter's own wake
+ *      channel, or in the backend's own block() (futex) -- and try again
  *      after each wake-up, still without the GIL.  A backend may ask for a
- *      re-try every slice_ms even without a wake-up (pipe: a dead process
- *      may owe a token; writes: nothing signals "room for n").
+ *      re-try every slice_ms even without a wake-up (memory backends: a
+ *      dead process may owe a wake-up; writes: nothing signals "room").
  *   3. EINTR, or any wake-up: take the GIL, run the signal handlers
  *      (PEP 475).  A handler that raises ends the wait with its exception
  *      and nothing consumed; a handler that returns lets the wait go on
@@ -270,47 +271,32 @@ ready_now(efd_impl *impl)
 }
 
 static int
-attempt(efd_impl *impl, int op, uint64_t *value, int lock_ms)
+attempt(efd_impl *impl, int op, uint64_t *value)
 {
     switch (op) {
     case EFD_OP_READ:
-        return impl->ops->try_read(impl, value, lock_ms);
+        return impl->ops->try_read(impl, value);
     case EFD_OP_WRITE:
-    case EFD_OP_RELEASE:
-        return impl->ops->try_write(impl, *value, lock_ms);
+        return impl->ops->try_write(impl, *value);
     default:
         return ready_now(impl);
     }
 }
 
-/* The first try.  Writes on the kernel backends run without the GIL: a
- * write to a full counter whose O_NONBLOCK someone cleared would sleep in
- * the kernel, and a release may wake a thread of this process that can
- * then take the GIL at once. */
-static int
-first_attempt(eventfd_object *self, int op, uint64_t *value)
+int
+efd_attempt(eventfd_object *self, int op, uint64_t *value)
 {
     efd_impl *impl = &self->impl;
     int err;
-    if (!impl->ops->syscall_always || (op != EFD_OP_WRITE && op != EFD_OP_RELEASE))
-        return attempt(impl, op, value, 0);
+    if (!impl->ops->syscall_always || op != EFD_OP_WRITE)
+        return attempt(impl, op, value);
+    /* Writes on the kernel backends run without the GIL: a write to a full
+     * counter whose O_NONBLOCK someone cleared would sleep in the kernel,
+     * and a thread of this process that the write wakes can then take the
+     * GIL at once (a cross-thread ping-pong costs half as much). */
     efd_enter(self);
     Py_BEGIN_ALLOW_THREADS
-    err = attempt(impl, op, value, 0);
-    Py_END_ALLOW_THREADS
-    efd_leave(self);
-    return err;
-}
-
-/* The shared lock was busy and the caller does not wait for units: wait
- * for the lock alone, a bounded time, without the GIL. */
-static int
-attempt_past_lock(eventfd_object *self, int op, uint64_t *value)
-{
-    int err;
-    efd_enter(self);
-    Py_BEGIN_ALLOW_THREADS
-    err = attempt(&self->impl, op, value, EFD_RECHECK_MS);
+    err = attempt(impl, op, value);
     Py_END_ALLOW_THREADS
     efd_leave(self);
     return err;
@@ -330,27 +316,14 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
     efd_impl *impl = &self->impl;
     int64_t deadline = -1;
     uint64_t generation = LOAD(&self->generation);
-    int err, result, pollout_lies = 0, retry_now, first;
+    int err, result, pollout_lies = 0, first;
     uint32_t ticket = 0;
     efd_waiter *w;
 
-    err = first_attempt(self, op, value);
-    if (!blocking && err == EBUSY) {
-        err = attempt_past_lock(self, op, value);
-        if (LOAD(&self->closed)) {
-            if (err == 0)
-                return 1;               /* done before close() got in */
-            efd_err_closed();
-            return -1;
-        }
-        if (err == EBUSY)
-            return 0;
-    }
+    err = efd_attempt(self, op, value);
     if (err == 0)
         return 1;
-    if (err == EAGAIN && op == EFD_OP_RELEASE)
-        return fail(EAGAIN);
-    if (err != EAGAIN && err != EBUSY && err != EINTR)
+    if (err != EAGAIN && err != EINTR)
         return fail(err);
     if (!blocking)
         return 0;
@@ -372,7 +345,6 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
         return -1;
     if (impl->ops->syscall_always)
         (void)efd_ensure_nonblock(impl->fd);   /* see efd_eventfd.c */
-    retry_now = (err == EBUSY);
     /* block() backends: the first pass only takes a ticket and looks (the
      * close and count checks above came before any ticket). */
     first = impl->ops->block != NULL;
@@ -380,23 +352,18 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
     for (;;) {
         efd_waitspec ws;
         struct pollfd pfd[2];
-        int ms, lock_ms, n, saved_errno = 0, closed;
+        int ms, n, saved_errno = 0, closed;
 
         ms = remaining_ms(deadline);
-        lock_ms = (ms < 0 || ms > EFD_RECHECK_MS) ? EFD_RECHECK_MS : ms;
-        impl->ops->waitspec(impl, op == EFD_OP_WRITE || op == EFD_OP_RELEASE,
-                            &ws);
-        if (op == EFD_OP_RELEASE || pollout_lies) {
-            /* A release waits for the shared lock only; and POLLOUT says
-             * "room for 1", not "room for value": once it has failed us,
-             * re-try in slices instead of spinning. */
+        impl->ops->waitspec(impl, op == EFD_OP_WRITE, &ws);
+        if (pollout_lies) {
+            /* POLLOUT says "room for 1", not "room for value": once it has
+             * failed us, re-try in slices instead of spinning. */
             ws.fd = -1;
-            ws.slice_ms = op == EFD_OP_RELEASE ? EFD_RECHECK_MS : 5;
+            ws.slice_ms = 5;
         }
         if (ws.slice_ms > 0 && (ms < 0 || ms > ws.slice_ms))
             ms = ws.slice_ms;
-        if (retry_now)
-            ms = 0;                     /* the lock was busy: no poll wait */
         pfd[0].fd = ws.fd;
         pfd[0].events = ws.events;
         pfd[0].revents = 0;
@@ -422,28 +389,22 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
             ticket = impl->ops->ticket(impl);   /* before every look below */
         closed = LOAD(&self->closed);
         if (n >= 0 && !closed) {
-            err = attempt(impl, op, value, lock_ms);
+            err = attempt(impl, op, value);
             /* Readable, yet nothing there: the readiness may be stale
-             * (pipe: a process died between its two steps). */
+             * (memory backends: a process died before its sync). */
             if (err == EAGAIN && impl->ops->repair != NULL
                     && (pfd[0].revents & POLLIN))
-                (void)impl->ops->repair(impl, lock_ms);
+                (void)impl->ops->repair(impl);
         }
         Py_END_ALLOW_THREADS
 
-        retry_now = first = 0;
+        first = 0;
         if (n >= 0 && !closed) {
             if (err == 0) {
                 result = 1;
                 break;
             }
-            if (err == EAGAIN && op == EFD_OP_RELEASE) {
-                result = fail(EAGAIN);
-                break;
-            }
-            if (err == EBUSY)
-                retry_now = 1;
-            else if (err != EAGAIN && err != EINTR) {
+            if (err != EAGAIN && err != EINTR) {
                 result = fail(err);
                 break;
             }
