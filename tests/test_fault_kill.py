@@ -13,12 +13,17 @@ nothing was created or lost beyond the dead workers' hands.
 Everything runs in a child (the "survivor") with a faulthandler watchdog:
 a survivor frozen with the GIL held fails with its threads' tracebacks.
 """
+import shutil
+import subprocess
+
 import pytest
 
 from _faults import child_code, run_parallel
 
 #: Kill rounds per (backend, mode): 200 per backend in all.
 KILL_ROUNDS = 100
+#: Kill rounds with the worker in a pid namespace, per (backend, mode).
+NS_ROUNDS = 25
 #: Kill rounds of the Event test, per backend.
 EVENT_ROUNDS = 100
 #: Stop rounds per backend.
@@ -41,11 +46,40 @@ _KILL = '''
     def may_lose(w):
         return w if SEM and ev.backend != "eventfd-readback" else N
 
+    # NS: each worker runs in a pid (and user) namespace of its own, where
+    # its pid means nothing to us: it adopts the object's descriptors.
+    NS_WORKER = (
+        "import os, sys\\n"
+        "import efd\\n"
+        "ev = efd.EventFD._from_fds(%r, %r, %r, False)\\n"
+        "os.write(1, b'r')\\n"
+        "while True:\\n"
+        "    ev.release(ev.read())\\n" % (ev._fds(), ev.backend, SEM))
+
+    def ns_worker():
+        import subprocess
+        p = subprocess.Popen(
+            ["unshare", "-Urpf", "--kill-child", sys.executable, "-c",
+             NS_WORKER], pass_fds=ev._fds(), stdout=subprocess.PIPE)
+        check(select.select([p.stdout], [], [], 20)[0] and p.stdout.read(1),
+              "the worker in a pid namespace did not start")
+        return p
+
+    def ns_kill(p):
+        # unshare dies at once; its child gets SIGKILL (--kill-child) and
+        # closes the stdout pipe as it dies.
+        p.kill()
+        p.wait()
+        check(select.select([p.stdout], [], [], 10)[0]
+              and p.stdout.read() == b"", "the worker in a pid namespace "
+                                          "did not die")
+        p.stdout.close()
+
     stats = {"zombie": 0, "reaped": 0}
     for rnd in range(ROUNDS):
         ev.release(N)
-        w = rng.choice((1, 2))
-        pids = [fork_worker(hammer) for _ in range(w)]
+        w = 1 if NS else rng.choice((1, 2))
+        pids = [ns_worker() if NS else fork_worker(hammer) for _ in range(w)]
 
         # A thread of the survivor, busy on the object (often blocked in
         # read()) when the kill comes.
@@ -58,6 +92,10 @@ _KILL = '''
         t, box = in_thread(busy)
 
         time.sleep(rng.uniform(0, 0.008))
+        if NS:
+            for p in pids:
+                ns_kill(p)
+            pids = []
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
         for pid in pids:            # dead, not reaped: a zombie for now
@@ -66,9 +104,10 @@ _KILL = '''
         for pid in reaped:
             os.waitpid(pid, 0)
         stats["reaped"] += len(reaped)
-        stats["zombie"] += w - len(reaped)
-        where = "round %d (%d killed, %d left zombies)" % (
-            rnd, w, w - len(reaped))
+        stats["zombie"] += len(pids) - len(reaped)
+        where = "round %d (%d killed, %s)" % (
+            rnd, w, "in a pid namespace" if NS
+            else "%d left zombies" % (w - len(reaped)))
 
         # 1. The thread already waiting wakes once a unit exists.
         ev.release(1)
@@ -142,11 +181,28 @@ def test_kill_at_random_instants(backend, popen_py):
     """Issue 9 item 2/3: workers SIGKILLed at random instants never freeze,
     starve or short-change the survivors (counter and semaphore mode, run
     side by side)."""
-    jobs = {mode: (child_code(_KILL, SEM=sem, ROUNDS=KILL_ROUNDS, SEED=9),
-                   backend)
+    jobs = {mode: (child_code(_KILL, SEM=sem, ROUNDS=KILL_ROUNDS, SEED=9,
+                              NS=False), backend)
             for mode, sem in (("counter", False), ("semaphore", True))}
     for out in run_parallel(popen_py, jobs, limit=60).values():
         assert "rounds %d" % KILL_ROUNDS in out
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="no unshare(1)")
+def test_kill_in_another_pid_namespace(backend, popen_py):
+    """Issue 9 item 2: a worker in another pid namespace (its pid means
+    nothing here), SIGKILLed at random instants, never freezes or starves
+    the survivors."""
+    probe = subprocess.run(["unshare", "-Urpf", "true"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if probe.returncode != 0:
+        pytest.skip("no user and pid namespaces here: %s"
+                    % probe.stderr.decode(errors="replace").strip())
+    jobs = {mode: (child_code(_KILL, SEM=sem, ROUNDS=NS_ROUNDS, SEED=4,
+                              NS=True), backend)
+            for mode, sem in (("counter", False), ("semaphore", True))}
+    for out in run_parallel(popen_py, jobs, limit=60).values():
+        assert "rounds %d" % NS_ROUNDS in out
 
 
 _EVENT = '''
