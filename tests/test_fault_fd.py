@@ -59,18 +59,22 @@ _BLOCKING = '''
     check(r == "ValueError" and dt < SLACK,
           "release(5) past the maximum gave %r after %.2f s" % (r, dt))
 
-    # A non-blocking object's read() and write() raise BlockingIOError.
-    nb = twin(ev, nonblocking=True)
-    for fd in nb._fds():
+    # A non-blocking object's write() and read() raise BlockingIOError.
+    def bounded(what, fn):
+        t, box = in_thread(fn)
+        t.join(SLACK)
+        check(not t.is_alive(), "%s on a descriptor made blocking: still "
+                                "blocked after %.1f s" % (what, SLACK))
+        check(isinstance(box.get("error"), BlockingIOError),
+              "%s: %r, not BlockingIOError" % (what, box))
+    nb = twin(ev, nonblocking=True)           # the counter is full
+    for fd in nb._fds():                      # (adopting set O_NONBLOCK)
         os.set_blocking(fd, True)
-    def raises(fn):
-        try:
-            fn()
-        except BlockingIOError:
-            return "BlockingIOError"
-    r, dt = others_run("write() on a full counter", raises, nb.write)
-    check(r == "BlockingIOError" and dt < SLACK, "non-blocking write() on a "
-          "full counter gave %r after %.2f s" % (r, dt))
+    bounded("non-blocking write() on a full counter", nb.write)
+    empty = efd.EventFD(0, nonblocking=True, backend=BACKEND)
+    for fd in empty._fds():
+        os.set_blocking(fd, True)
+    bounded("non-blocking read() on an empty counter", empty.read)
     print("ok")
 '''
 
