@@ -33,6 +33,7 @@ sources = [
     "src/efd_shm.c",
     "src/efd_pipe.c",
     "src/efd_futex.c",
+    "src/efd_sync.c",
 ]
 define_macros = []
 extra_compile_args = ["-std=gnu11", "-fvisibility=hidden"]

@@ -64,6 +64,9 @@ typedef struct efd_impl {
     int shmfd;          /* memory backends: the shared page's fd; else -1 */
     struct efd_count *cnt;  /* memory backends: the mapping; else NULL */
     int semaphore;      /* reads take 1 (semaphore) or everything */
+    /* Memory backends: the count a write may not pass (EFD_MAX, or a
+     * BoundedSemaphore's initial value). */
+    uint64_t limit;
     /* Kernel backends: 1 if reads use preadv2(RWF_NOWAIT), which never
      * sleeps even if someone cleared O_NONBLOCK on the shared description;
      * 0 if the kernel lacks it (reads then poll first). */

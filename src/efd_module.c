@@ -344,6 +344,33 @@ register_fork_hook(PyObject *module)
 
 /* ---- module ------------------------------------------------------------ */
 
+/* A heap type from `spec`, kept in *slot and published as `name`. */
+static int
+add_type(PyObject *module, PyType_Spec *spec, PyTypeObject **slot,
+         const char *name)
+{
+    PyObject *type;
+#if PY_VERSION_HEX >= 0x03090000
+    type = PyType_FromModuleAndSpec(module, spec, NULL);
+#else
+    type = PyType_FromSpec(spec);
+#endif
+    if (type == NULL)
+        return -1;
+#if PY_VERSION_HEX < 0x03090000
+    /* 3.8's FromSpec ignores the __weaklistoffset__ member. */
+    ((PyTypeObject *)type)->tp_weaklistoffset = spec->basicsize
+        - (Py_ssize_t)sizeof(PyObject *);
+#endif
+    *slot = (PyTypeObject *)type;
+    Py_INCREF(type);
+    if (PyModule_AddObject(module, name, type) < 0) {
+        Py_DECREF(type);
+        return -1;
+    }
+    return 0;
+}
+
 static int
 efd_exec(PyObject *module)
 {
@@ -371,6 +398,10 @@ efd_exec(PyObject *module)
         Py_DECREF(type);
         return -1;
     }
+    if (add_type(module, &efd_semaphore_spec, &st->Semaphore_type,
+                 "Semaphore") < 0
+            || add_type(module, &efd_event_spec, &st->Event_type, "Event") < 0)
+        return -1;
     if (PyModule_AddIntConstant(module, "EFD_CLOEXEC", EFD_CLOEXEC) < 0
             || PyModule_AddIntConstant(module, "EFD_NONBLOCK", EFD_NONBLOCK) < 0
             || PyModule_AddIntConstant(module, "EFD_SEMAPHORE", EFD_SEMAPHORE) < 0)
@@ -390,8 +421,11 @@ static int
 efd_traverse(PyObject *module, visitproc visit, void *arg)
 {
     efd_state *st = (efd_state *)PyModule_GetState(module);
-    if (st != NULL)
+    if (st != NULL) {
         Py_VISIT(st->EventFD_type);
+        Py_VISIT(st->Semaphore_type);
+        Py_VISIT(st->Event_type);
+    }
     return 0;
 }
 
@@ -399,8 +433,11 @@ static int
 efd_clear(PyObject *module)
 {
     efd_state *st = (efd_state *)PyModule_GetState(module);
-    if (st != NULL)
+    if (st != NULL) {
         Py_CLEAR(st->EventFD_type);
+        Py_CLEAR(st->Semaphore_type);
+        Py_CLEAR(st->Event_type);
+    }
     return 0;
 }
 

@@ -17,6 +17,8 @@
  * backend automatically. */
 typedef struct {
     PyTypeObject *EventFD_type;
+    PyTypeObject *Semaphore_type;   /* efd_sync.c */
+    PyTypeObject *Event_type;
     int probed;
     int err_plain;     /* errno of eventfd2(0, CLOEXEC|NONBLOCK); 0: works */
     int err_sem;       /* errno of the same with EFD_SEMAPHORE; 0: works */
@@ -143,6 +145,8 @@ int efd_state_nowait(efd_state *st);
 /* ---- the type (efd_object.c) ---- */
 
 extern PyType_Spec efd_eventfd_spec;
+extern PyType_Spec efd_semaphore_spec;   /* efd_sync.c */
+extern PyType_Spec efd_event_spec;
 efd_state *efd_state_from_type(PyTypeObject *type);
 
 #endif /* EFD_MODULE_H */

@@ -86,6 +86,7 @@ alloc_object(PyTypeObject *type, efd_state *st)
     self->impl.ops = NULL;
     self->impl.fd = self->impl.wfd = self->impl.shmfd = -1;
     self->impl.cnt = NULL;
+    self->impl.limit = EFD_MAX;
     self->impl.nowait = 0;
     self->closed = 1;            /* until a backend has opened it */
     self->detached = 0;
@@ -350,7 +351,8 @@ eventfd_read_method(eventfd_object *self, PyObject *Py_UNUSED(ignored))
 }
 
 /* _try_read() -> int or None: one non-blocking read, whatever `nonblocking`
- * says.  For the asyncio layer, which does its own waiting. */
+ * says.  For the async layer, which does its own waiting, and calls it when
+ * the loop reports the descriptor readable. */
 static PyObject *
 eventfd_try_read(eventfd_object *self, PyObject *Py_UNUSED(ignored))
 {
@@ -360,8 +362,14 @@ eventfd_try_read(eventfd_object *self, PyObject *Py_UNUSED(ignored))
     r = efd_wait(self, EFD_OP_READ, &value, 0, EFD_FOREVER);
     if (r < 0)
         return NULL;
-    if (r == 0)
+    if (r == 0) {
+        /* The loop saw the descriptor readable and there was nothing: on
+         * the memory backends the token may be stale (a process died
+         * before its sync), which would make the loop spin.  Repair. */
+        if (self->impl.ops->repair != NULL)
+            (void)self->impl.ops->repair(&self->impl);
         Py_RETURN_NONE;
+    }
     return PyLong_FromUnsignedLongLong(value);
 }
 

@@ -371,7 +371,7 @@ efd_count_try_write(efd_impl *impl, uint64_t value)
         return 0;
     c = atomic_load(count);
     do {
-        if (c > EFD_MAX - value)
+        if (value > impl->limit || c > impl->limit - value)
             return EAGAIN;
     } while (!atomic_compare_exchange_weak(count, &c, c + value));
     if (c == 0)

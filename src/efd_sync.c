@@ -1,0 +1,427 @@
+/*
+ * efd_sync.c -- the hot paths of efd.Semaphore, efd.BoundedSemaphore and
+ * efd.Event, in C (as CPython keeps _queuemodule.c apart from
+ * _threadmodule.c).
+ *
+ * Each is a small object around an EventFD (semaphore mode for the
+ * semaphores, counter mode for the event) with threading's semantics:
+ * a timeout that is not above zero only tries (only looks, for Event.wait),
+ * `with sem:` acquires and releases, a BoundedSemaphore refuses to go past
+ * its initial value.  efd/_sync.py subclasses them with what is not hot:
+ * construction, repr, fileno(), close(), the async methods, pickling.
+ */
+#include "efd_module.h"
+
+#include <errno.h>
+#include <math.h>
+#include <structmember.h>
+
+typedef struct {
+    PyObject_HEAD
+    eventfd_object *ev;
+    uint64_t bound;         /* BoundedSemaphore: the initial value; else 0 */
+    PyObject *weakreflist;
+} sync_object;
+
+static int
+sync_check_ev(PyObject *ev, efd_state *st)
+{
+    if (!PyObject_TypeCheck(ev, st->EventFD_type)) {
+        PyErr_Format(PyExc_TypeError, "expected an EventFD, not %.100s",
+                     Py_TYPE(ev)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+#define EV_OPEN(self)                                      \
+    do {                                                   \
+        if ((self)->ev->closed)                            \
+            return efd_err_closed();                       \
+    } while (0)
+
+/* threading's reading of a timeout: None or +inf (or a number too large
+ * for a double) -> no limit; not above zero -> only try; NaN -> `nan`
+ * (Event.wait only looks; the semaphores raise, as _thread's locks do). */
+static int
+threading_timeout(PyObject *obj, int nan_only_looks, double *out)
+{
+    double t;
+    if (obj == NULL || obj == Py_None) {
+        *out = EFD_FOREVER;
+        return 0;
+    }
+    if (PyUnicode_Check(obj) || PyBytes_Check(obj) || PyByteArray_Check(obj))
+        goto type_error;
+    t = PyFloat_AsDouble(obj);
+    if (t == -1.0 && PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            goto type_error;
+        }
+        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            PyObject *zero = PyLong_FromLong(0);
+            int positive;
+            PyErr_Clear();
+            if (zero == NULL)
+                return -1;
+            positive = PyObject_RichCompareBool(obj, zero, Py_GT);
+            Py_DECREF(zero);
+            if (positive < 0)
+                return -1;
+            *out = positive ? EFD_FOREVER : 0.0;
+            return 0;
+        }
+        return -1;
+    }
+    if (isnan(t)) {
+        if (nan_only_looks) {
+            *out = 0.0;
+            return 0;
+        }
+        PyErr_SetString(PyExc_ValueError, "timeout must not be NaN");
+        return -1;
+    }
+    *out = isinf(t) && t > 0 ? EFD_FOREVER : t > 0 ? t : 0.0;
+    return 0;
+type_error:
+    PyErr_Format(PyExc_TypeError, "timeout must be a number or None, not %.100s",
+                 Py_TYPE(obj)->tp_name);
+    return -1;
+}
+
+/* ---- common ------------------------------------------------------------ */
+
+static int
+sync_traverse(sync_object *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->ev);
+    Py_VISIT(Py_TYPE(self));
+    return 0;
+}
+
+static int
+sync_clear(sync_object *self)
+{
+    Py_CLEAR(self->ev);
+    return 0;
+}
+
+static void
+sync_dealloc(sync_object *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    if (self->weakreflist != NULL)
+        PyObject_ClearWeakRefs((PyObject *)self);
+    (void)sync_clear(self);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+static PyObject *
+sync_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"ev", "bound", NULL};
+    PyObject *ev;
+    unsigned long long bound = 0;
+    efd_state *st = efd_state_from_type(type);
+    sync_object *self;
+
+    if (st == NULL)
+        return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|K:_new", kwlist, &ev,
+                                     &bound))
+        return NULL;
+    if (sync_check_ev(ev, st) < 0)
+        return NULL;
+    self = (sync_object *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    Py_INCREF(ev);
+    self->ev = (eventfd_object *)ev;
+    self->bound = bound;
+    /* A bounded count on a memory backend: its compare-and-swap enforces
+     * the bound (every release of this process, whatever its path). */
+    if (bound && self->ev->impl.cnt != NULL)
+        self->ev->impl.limit = bound;
+    self->weakreflist = NULL;
+    return (PyObject *)self;
+}
+
+static PyMemberDef sync_members[] = {
+    {"_ev", T_OBJECT, offsetof(sync_object, ev), READONLY,
+     "The EventFD that holds the count."},
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(sync_object, weakreflist),
+     READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+/* ---- Semaphore --------------------------------------------------------- */
+
+static PyObject *
+sem_acquire(sync_object *self, PyObject *const *args, Py_ssize_t nargs,
+            PyObject *kwnames)
+{
+    static const char *const names[] = {"blocking", "timeout", NULL};
+    PyObject *a[2];
+    int blocking = 1, r;
+    double timeout = EFD_FOREVER;
+    uint64_t value;
+
+    if (nargs > 0 || kwnames != NULL) {
+        if (efd_parse_args("acquire", names, 2, args, nargs, kwnames, a) < 0)
+            return NULL;
+        if (a[0] != NULL && (blocking = PyObject_IsTrue(a[0])) < 0)
+            return NULL;
+        if (a[1] != NULL && a[1] != Py_None) {
+            if (!blocking) {
+                PyErr_SetString(PyExc_ValueError,
+                                "can't specify timeout for non-blocking acquire");
+                return NULL;
+            }
+            if (threading_timeout(a[1], 0, &timeout) < 0)
+                return NULL;
+        }
+    }
+    EV_OPEN(self);
+    r = efd_wait(self->ev, EFD_OP_READ, &value, blocking && timeout != 0,
+                 timeout);
+    if (r < 0)
+        return NULL;
+    return PyBool_FromLong(r);
+}
+
+/* Add n, refusing to pass `bound` (BoundedSemaphore) or the maximum. */
+static PyObject *
+sem_release(sync_object *self, PyObject *const *args, Py_ssize_t nargs,
+            PyObject *kwnames)
+{
+    static const char *const names[] = {"n", NULL};
+    PyObject *a[1];
+    uint64_t n = 1, now;
+    int err;
+
+    if (nargs > 0 || kwnames != NULL) {
+        if (efd_parse_args("release", names, 1, args, nargs, kwnames, a) < 0)
+            return NULL;
+        if (a[0] != NULL) {
+            if (efd_to_u64(a[0], "n", &n) < 0) {
+                if (!PyErr_ExceptionMatches(PyExc_ValueError))
+                    return NULL;
+                n = 0;          /* negative: threading's message below */
+                PyErr_Clear();
+            }
+            if (n < 1) {
+                PyErr_SetString(PyExc_ValueError, "n must be one or more");
+                return NULL;
+            }
+        }
+    }
+    EV_OPEN(self);
+    if (self->bound) {
+        efd_impl *impl = &self->ev->impl;
+        if (n > self->bound)
+            goto too_many;
+        if (impl->limit == self->bound) {
+            /* A memory backend, whose count refuses to pass the bound in
+             * the same compare-and-swap that adds: exact across processes. */
+            err = efd_attempt(self->ev, EFD_OP_WRITE, &n);
+            if (err == EAGAIN)
+                goto too_many;
+            if (err)
+                return efd_err_errno(err);
+            Py_RETURN_NONE;
+        }
+        /* A kernel counter: look, then add, both with the GIL held (exact
+         * among this process's threads; see the docs for other processes). */
+        if (impl->ops->peek(impl, &now) == 0 && now + n > self->bound)
+            goto too_many;
+        err = impl->ops->try_write(impl, n);
+    }
+    else
+        err = efd_attempt(self->ev, EFD_OP_WRITE, &n);
+    if (err == 0)
+        Py_RETURN_NONE;
+    if (err != EAGAIN)
+        return efd_err_errno(err);
+    PyErr_Format(PyExc_ValueError,
+                 "release(%llu) would pass the maximum count 2**64 - 2",
+                 (unsigned long long)n);
+    return NULL;
+too_many:
+    PyErr_SetString(PyExc_ValueError, "Semaphore released too many times");
+    return NULL;
+}
+
+static PyObject *
+sem_enter(sync_object *self, PyObject *Py_UNUSED(ignored))
+{
+    uint64_t value;
+    int r;
+    EV_OPEN(self);
+    r = efd_wait(self->ev, EFD_OP_READ, &value, 1, EFD_FOREVER);
+    if (r < 0)
+        return NULL;
+    return PyBool_FromLong(r);
+}
+
+static PyObject *
+sem_exit(sync_object *self, PyObject *const *Py_UNUSED(args),
+         Py_ssize_t Py_UNUSED(nargs))
+{
+    return sem_release(self, NULL, 0, NULL);
+}
+
+static PyObject *
+sem_get_bound(sync_object *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromUnsignedLongLong(self->bound);
+}
+
+#define FASTKW (METH_FASTCALL | METH_KEYWORDS)
+
+static PyMethodDef sem_methods[] = {
+    {"acquire", (PyCFunction)(void (*)(void))sem_acquire, FASTKW,
+     "acquire($self, /, blocking=True, timeout=None)\n--\n\n"
+     "Take one unit, waiting for one if needed, as threading.Semaphore "
+     "does: return True once taken, False if none came within timeout "
+     "seconds (a timeout that is not above zero only tries)."},
+    {"release", (PyCFunction)(void (*)(void))sem_release, FASTKW,
+     "release($self, /, n=1)\n--\n\n"
+     "Add n units, waking up to n waiters in any process.  A "
+     "BoundedSemaphore raises ValueError instead of passing its initial "
+     "value."},
+    {"__enter__", (PyCFunction)sem_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)(void (*)(void))sem_exit, METH_FASTCALL, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef sem_getset[] = {
+    {"_bound", (getter)sem_get_bound, NULL,
+     "The initial value a BoundedSemaphore may not pass; 0 if unbounded.",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot sem_slots[] = {
+    {Py_tp_new, sync_new},
+    {Py_tp_dealloc, sync_dealloc},
+    {Py_tp_traverse, sync_traverse},
+    {Py_tp_clear, sync_clear},
+    {Py_tp_methods, sem_methods},
+    {Py_tp_members, sync_members},
+    {Py_tp_getset, sem_getset},
+    {Py_tp_doc, "The C core of efd.Semaphore and efd.BoundedSemaphore."},
+    {0, NULL},
+};
+
+PyType_Spec efd_semaphore_spec = {
+    "efd._efd.Semaphore",
+    sizeof(sync_object),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    sem_slots,
+};
+
+/* ---- Event ------------------------------------------------------------- */
+
+static PyObject *
+event_is_set(sync_object *self, PyObject *Py_UNUSED(ignored))
+{
+    uint64_t unused = 0;
+    EV_OPEN(self);
+    return PyBool_FromLong(efd_attempt(self->ev, EFD_OP_READY, &unused) == 0);
+}
+
+static PyObject *
+event_set(sync_object *self, PyObject *Py_UNUSED(ignored))
+{
+    eventfd_object *ev = self->ev;
+    uint64_t one = 1;
+    int err;
+    EV_OPEN(self);
+    /* The generation first: a waiter of this process that a release wakes
+     * must see it changed (gh-57711), even if clear() follows at once. */
+    __atomic_add_fetch(&ev->generation, 1, __ATOMIC_ACQ_REL);
+    if (efd_attempt(ev, EFD_OP_READY, &one) != 0) {
+        one = 1;
+        err = efd_attempt(ev, EFD_OP_WRITE, &one);
+        if (err && err != EAGAIN)
+            return efd_err_errno(err);
+    }
+    if (ev->waiters != NULL && ev->impl.ops->block == NULL)
+        efd_wake_waiters(ev, EFD_OP_READY);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+event_clear(sync_object *self, PyObject *Py_UNUSED(ignored))
+{
+    uint64_t taken;
+    int err;
+    EV_OPEN(self);
+    err = efd_attempt(self->ev, EFD_OP_READ, &taken);
+    if (err && err != EAGAIN)
+        return efd_err_errno(err);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+event_wait(sync_object *self, PyObject *const *args, Py_ssize_t nargs,
+           PyObject *kwnames)
+{
+    static const char *const names[] = {"timeout", NULL};
+    PyObject *a[1] = {NULL};
+    double timeout = EFD_FOREVER;
+    uint64_t unused = 0;
+    int r;
+
+    if ((nargs > 0 || kwnames != NULL)
+            && efd_parse_args("wait", names, 1, args, nargs, kwnames, a) < 0)
+        return NULL;
+    if (threading_timeout(a[0], 1, &timeout) < 0)
+        return NULL;
+    EV_OPEN(self);
+    r = efd_wait(self->ev, EFD_OP_READY, &unused, timeout != 0, timeout);
+    if (r < 0)
+        return NULL;
+    return PyBool_FromLong(r);
+}
+
+static PyMethodDef event_methods[] = {
+    {"is_set", (PyCFunction)event_is_set, METH_NOARGS,
+     "is_set($self, /)\n--\n\n"
+     "Return True while the flag is set (in any process sharing it)."},
+    {"set", (PyCFunction)event_set, METH_NOARGS,
+     "set($self, /)\n--\n\n"
+     "Set the flag and wake every waiter, in every process.  A thread of "
+     "this process waiting when set() is called returns True even if "
+     "clear() follows at once."},
+    {"clear", (PyCFunction)event_clear, METH_NOARGS,
+     "clear($self, /)\n--\n\nReset the flag."},
+    {"wait", (PyCFunction)(void (*)(void))event_wait, FASTKW,
+     "wait($self, /, timeout=None)\n--\n\n"
+     "Block until the flag is set or timeout seconds pass (a timeout that "
+     "is not above zero only looks); return the flag."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot event_slots[] = {
+    {Py_tp_new, sync_new},
+    {Py_tp_dealloc, sync_dealloc},
+    {Py_tp_traverse, sync_traverse},
+    {Py_tp_clear, sync_clear},
+    {Py_tp_methods, event_methods},
+    {Py_tp_members, sync_members},
+    {Py_tp_doc, "The C core of efd.Event."},
+    {0, NULL},
+};
+
+PyType_Spec efd_event_spec = {
+    "efd._efd.Event",
+    sizeof(sync_object),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    event_slots,
+};
