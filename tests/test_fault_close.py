@@ -95,8 +95,7 @@ _RACE = '''
 @pytest.mark.parametrize("op", ["release", "Semaphore.release",
                                 "with-Semaphore", "acquire", "read", "write"])
 def test_operation_racing_close(backend, op, run_py):
-    """Issue 9 item 1: an operation racing close() in another thread never
-    touches a reused descriptor number and fails only with ValueError."""
+    """Issue 9 item 1: an operation racing close() never hits a reused fd; the loser gets ValueError."""
     code = child_code(_RACE, OP=op, TRIES=TRIES, SEED=1)
     proc = run_py(code, backend=backend, timeout=60)
     assert "tries %d" % TRIES in proc.stdout
@@ -135,15 +134,13 @@ _WAITERS = '''
 
 
 def test_close_wakes_waiters(backend, run_py):
-    """Issue 9 item 8: close() from another thread wakes a waiter of every
-    kind promptly with ValueError."""
+    """Issue 9 'Close': close() from another thread wakes every kind of waiter with ValueError."""
     proc = run_py(child_code(_WAITERS), backend=backend, timeout=30)
     assert "woken 6" in proc.stdout
 
 
 def test_close_wakes_a_waiter_behind_a_stopped_process(backend, run_py):
-    """Issue 9 item 8: close() wakes a waiter while the workers sharing the
-    object are SIGSTOPped (on pipe, often inside the lock)."""
+    """Issue 9 items 2 and 'Close': close() wakes a waiter behind a SIGSTOPped lock holder."""
     code = child_code(STOP, ROUNDS=20, SEED=8, CHECKS=("close",))
     proc = run_py(code, backend=backend, timeout=40)
     assert "rounds 20" in proc.stdout

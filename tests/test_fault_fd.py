@@ -101,16 +101,13 @@ _BLOCKING_EVENT = '''
 
 
 def test_descriptor_made_blocking(backend, run_py):
-    """Issue 9 item 6 (brief item 4): O_NONBLOCK cleared by someone else;
-    acquire(False), acquire(timeout), release() still return on time and
-    other threads keep running."""
+    """Issue 9 item 6: O_NONBLOCK cleared by another holder never freezes a call or the threads."""
     proc = run_py(child_code(_BLOCKING), backend=backend, timeout=30)
     assert "ok" in proc.stdout
 
 
 def test_event_on_descriptor_made_blocking(backend, run_py):
-    """Issue 9 item 6: Event.wait/clear on a descriptor someone made
-    blocking still honour their time and let other threads run."""
+    """Issue 9 item 6: Event.wait/clear on a descriptor made blocking keep their time."""
     proc = run_py(child_code(_BLOCKING_EVENT), backend=backend, timeout=30)
     assert "ok" in proc.stdout
 
@@ -184,8 +181,7 @@ _HELD_CLOSE = '''
 @pytest.mark.skipif(bool(backend_unavailable("eventfd-readback")),
                     reason="no kernel eventfd here")
 def test_readback_held_units_and_fork(run_py):
-    """Issue 9 item 8: a fork()ed child neither takes nor writes back the
-    parent's eventfd-readback held units."""
+    """Issue 9 item 8: a fork()ed child neither takes nor writes back readback's held units."""
     proc = run_py(child_code(_HELD), timeout=30, check=False)
     expect_ok(proc)
 
@@ -194,8 +190,7 @@ def test_readback_held_units_and_fork(run_py):
 @pytest.mark.skipif(bool(backend_unavailable("eventfd-readback")),
                     reason="no kernel eventfd here")
 def test_readback_close_with_held_units(run_py):
-    """Issue 9 item 8: close() with held units neither holds the GIL while
-    it retries nor drops them silently."""
+    """Issue 9 item 8: close() with held units keeps the GIL free and never drops them silently."""
     proc = run_py(child_code(_HELD_CLOSE), timeout=30, check=False)
     expect_ok(proc)
 
@@ -212,8 +207,7 @@ def test_readback_close_with_held_units(run_py):
     "efd.eventfd(**{'initval\\0': 0})",
 ])
 def test_keyword_with_nul_is_rejected(call, run_py):
-    """Issue 9 group 9: a keyword name that is a real name plus a NUL is an
-    unexpected keyword (no read past the name: ASan's global overflow)."""
+    """Issue 9 item 9: a keyword name with a NUL is an unexpected keyword (no read past it)."""
     code = """
         import efd
         ev = efd.EventFD(1)
@@ -230,8 +224,7 @@ def test_keyword_with_nul_is_rejected(call, run_py):
 
 
 def test_huge_fraction_timeout_means_no_limit(backend, run_py):
-    """Issue 9 group 9: Fraction(10**400) as a timeout waits without limit;
-    Fraction(-10**400) is a negative timeout."""
+    """Issue 9 item 9: timeout Fraction(10**400) waits without limit; Fraction(-10**400) is negative."""
     code = child_code('''
         from fractions import Fraction
         ev = efd.EventFD(0, semaphore=True, backend=BACKEND)
@@ -257,8 +250,7 @@ def test_huge_fraction_timeout_means_no_limit(backend, run_py):
 @pytest.mark.skipif(bool(backend_unavailable("eventfd")),
                     reason="no kernel eventfd here")
 def test_from_fd_normal_mode_as_semaphore(run_py):
-    """Issue 9 group 9: from_fd(fd, semaphore=True) of a normal-mode eventfd
-    emulates (eventfd-readback): a read takes 1."""
+    """Issue 9 item 9: from_fd(semaphore=True) of a normal-mode eventfd uses eventfd-readback."""
     code = """
         import efd, os
         fd = efd.eventfd(5)
@@ -306,9 +298,7 @@ print("ok")
                     reason="no kernel eventfd here")
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="no unshare(1)")
 def test_from_fd_semaphore_without_fdinfo_mode():
-    """Issue 9 group 9: from_fd(fd, semaphore=True) where fdinfo does not
-    show eventfd-semaphore (an old kernel: faked with a bind mount in a user
-    namespace) uses eventfd-readback, right in both kernel modes."""
+    """Issue 9 item 9: from_fd(semaphore=True), fdinfo silent on the mode (faked), uses readback."""
     from conftest import REPO
     code = child_source(_NO_SEMAPHORE_LINE % {"repo": REPO}, 25)
     try:

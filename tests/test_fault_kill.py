@@ -178,9 +178,7 @@ _KILL = '''
 
 
 def test_kill_at_random_instants(backend, popen_py):
-    """Issue 9 item 2/3: workers SIGKILLed at random instants never freeze,
-    starve or short-change the survivors (counter and semaphore mode, run
-    side by side)."""
+    """Issue 9 items 2 and 3: SIGKILLed workers never freeze, starve or short-change survivors."""
     jobs = {mode: (child_code(_KILL, SEM=sem, ROUNDS=KILL_ROUNDS, SEED=9,
                               NS=False), backend)
             for mode, sem in (("counter", False), ("semaphore", True))}
@@ -190,9 +188,7 @@ def test_kill_at_random_instants(backend, popen_py):
 
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="no unshare(1)")
 def test_kill_in_another_pid_namespace(backend, popen_py):
-    """Issue 9 item 2: a worker in another pid namespace (its pid means
-    nothing here), SIGKILLed at random instants, never freezes or starves
-    the survivors."""
+    """Issue 9 item 2: a SIGKILLed worker in another pid namespace never freezes the survivors."""
     probe = subprocess.run(["unshare", "-Urpf", "true"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if probe.returncode != 0:
@@ -261,8 +257,7 @@ _EVENT = '''
 
 
 def test_event_survives_killed_setters(backend, run_py):
-    """Issue 9 item 3: Event.is_set() never lies, and wait() never misses a
-    set(), after a process flipping the flag is SIGKILLed."""
+    """Issue 9 item 3: after a SIGKILLed setter, Event.is_set() never lies and wait() wakes."""
     code = child_code(_EVENT, ROUNDS=EVENT_ROUNDS, SEED=3)
     proc = run_py(code, backend=backend, timeout=40)
     assert "rounds %d" % EVENT_ROUNDS in proc.stdout
@@ -352,9 +347,7 @@ STOP = '''
 
 
 def test_stopped_holder_does_not_freeze_others(backend, run_py):
-    """Issue 9 item 2: with the workers SIGSTOPped at random instants (the
-    lock holder among them, often, on pipe and futex), acquire(False) and
-    acquire(timeout) return on time and Ctrl-C interrupts acquire()."""
+    """Issue 9 item 2: SIGSTOPped workers never block the others' timeouts or Ctrl-C."""
     code = child_code(STOP, ROUNDS=STOP_ROUNDS, SEED=5,
                       CHECKS=("timeouts", "sigint"))
     proc = run_py(code, backend=backend, timeout=40)

@@ -81,8 +81,7 @@ REFUSALS = ["EACCES", "ENODEV", "EPERM", "ENOSYS", "EINVAL", "EIO"]
 
 @pytest.mark.parametrize("name", REFUSALS)
 def test_eventfd_refused_gives_a_working_pipe(name, run_py):
-    """Issue 9 item 7: eventfd2 refused with this errno -> pipe, blocking
-    waits work, and python -m efd reports success."""
+    """Issue 9 item 7: eventfd2 refused with this errno gives a fully working pipe backend."""
     err = getattr(errno, name)
     proc = run_py(child_code(_REFUSED, filters={"eventfd_errno": err},
                              ERR=err), timeout=60, check=False)
@@ -111,8 +110,7 @@ _SEMAPHORE_REFUSED = _WORKS + '''
     ("ENODEV", "pipe"),
 ])
 def test_semaphore_refused(name, expected, run_py):
-    """Issue 9 item 7: EFD_SEMAPHORE alone refused: EINVAL ->
-    eventfd-readback, any other errno -> pipe; both fully working."""
+    """Issue 9 item 7: EFD_SEMAPHORE refused: EINVAL -> eventfd-readback, other errnos -> pipe."""
     err = getattr(errno, name)
     proc = run_py(child_code(_SEMAPHORE_REFUSED,
                              filters={"semaphore_errno": err},
@@ -140,8 +138,7 @@ _RESOURCE = '''
 
 @pytest.mark.parametrize("name", ["ENFILE", "ENOMEM", "EMFILE"])
 def test_resource_shortage_raises(name, run_py):
-    """Issue 9 item 7: EMFILE/ENFILE/ENOMEM from eventfd2 raise (every
-    time: nothing cached), and a forced pipe backend still works."""
+    """Issue 9 item 7: EMFILE/ENFILE/ENOMEM raise every time; a forced pipe needs no probe."""
     err = getattr(errno, name)
     proc = run_py(child_code(_RESOURCE, filters={"eventfd_errno": err},
                              ERR=err), timeout=30, check=False)
@@ -149,8 +146,7 @@ def test_resource_shortage_raises(name, run_py):
 
 
 def test_emfile_is_not_cached(run_py):
-    """Issue 9 item 7: out of descriptors (RLIMIT_NOFILE), EventFD() raises
-    EMFILE; once some are closed, it works on the kernel backend."""
+    """Issue 9 item 7: EMFILE (RLIMIT_NOFILE) raises and is not cached: freed fds give eventfd."""
     code = child_code('''
         import resource
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -219,10 +215,7 @@ _FORCED = '''
                                     if b not in KERNEL_BACKENDS])
 @pytest.mark.parametrize("waits", [False, True], ids=["calls", "blocking-waits"])
 def test_forced_backend_never_calls_eventfd(forced, waits, run_py):
-    """Issue 9 item 7: a forced non-kernel backend needs no probe: under a
-    filter that kills the process on any eventfd call (systemd's
-    SystemCallFilter= default), it works (blocking-waits: its wake channels
-    need no eventfd either)."""
+    """Issue 9 item 7: a forced memory backend never calls eventfd (a filter kills on it)."""
     proc = run_py(child_code(_FORCED, filters={"eventfd_kill": True},
                              WAITS=waits, FORCED=forced),
                   timeout=30, check=False)
