@@ -813,6 +813,105 @@ def waiters_case(cfg):
                     "gained while the tasks waited.")
 
 
+# ---- contended fair hand-off ------------------------------------------------------
+
+def _handoff(kind, n_tasks, use_uvloop=False):
+    """n_tasks tasks of one loop share one unit: each acquires, yields once
+    inside (so that the others are queued), releases, and goes again, until
+    n acquisitions are done.  Every hand-off goes to the longest waiter."""
+    def run(n):
+        left = [n]
+
+        def worker(acquire, release, pause):
+            async def loop_body():
+                while True:
+                    await acquire()
+                    if left[0] <= 0:
+                        release()
+                        return
+                    left[0] -= 1
+                    await pause()
+                    release()
+            return loop_body
+
+        if kind == "trio" or kind == "trio.Semaphore":
+            import trio
+
+            async def trio_main():
+                if kind == "trio":
+                    ev = efd.EventFD(1, semaphore=True)
+                    acquire, release, close = ev.acquire_async, ev.release, ev.close
+                else:
+                    tsem = trio.Semaphore(1)
+                    acquire, release = tsem.acquire, tsem.release
+                    close = lambda: None            # noqa: E731
+                body = worker(acquire, release, functools.partial(trio.sleep, 0))
+                t0 = now()
+                async with trio.open_nursery() as nursery:
+                    for _ in range(n_tasks):
+                        nursery.start_soon(body)
+                secs = now() - t0
+                close()
+                return secs
+            return trio.run(trio_main)
+
+        async def main():
+            if kind == "asyncio":
+                asem = asyncio.Semaphore(1)
+                acquire, release = asem.acquire, asem.release
+                close = lambda: None                # noqa: E731
+            elif kind == "Semaphore":
+                sem = efd.Semaphore(1)
+                acquire, release, close = sem.acquire_async, sem.release, sem.close
+            else:
+                ev = efd.EventFD(1, semaphore=True)
+                acquire, release, close = ev.acquire_async, ev.release, ev.close
+            body = worker(acquire, release, functools.partial(asyncio.sleep, 0))
+            t0 = now()
+            await asyncio.wait_for(
+                asyncio.gather(*(body() for _ in range(n_tasks))), JOIN_TIMEOUT)
+            secs = now() - t0
+            close()
+            return secs
+        return _run_loop(main(), use_uvloop)
+    return run
+
+
+def handoff_case(cfg):
+    tasks, n = cfg.handoff_tasks, cfg.handoff_acquisitions
+    missing = _has_acquire_async()
+    impls = [
+        Impl("efd acquire_async()", _handoff("efd", tasks), available=missing,
+             fixed_n=n, note="each hand-off: release() writes, the loop polls, "
+                             "the reader serves the head of the queue"),
+        Impl("efd.Semaphore.acquire_async()", _handoff("Semaphore", tasks),
+             available=missing, fixed_n=n),
+    ]
+    if uvloop is not None:
+        impls.append(Impl("efd acquire_async() on uvloop",
+                          _handoff("efd", tasks, True), available=missing,
+                          fixed_n=n))
+    impls.append(Impl("asyncio.Semaphore", _handoff("asyncio", tasks), fixed_n=n,
+                      note=WHY_ASYNC + "; fair since 3.11.1"))
+    try:
+        import trio  # noqa: F401
+        no_trio = None
+    except ImportError:
+        no_trio = "trio not installed"
+    impls += [
+        Impl("efd acquire_async() under trio", _handoff("trio", tasks),
+             available=missing or no_trio, fixed_n=n),
+        Impl("trio.Semaphore", _handoff("trio.Semaphore", tasks),
+             available=no_trio, fixed_n=n, note="pure Python, one trio.run only"),
+    ]
+    return Case("async-handoff", "%d tasks of one loop handing one unit round, "
+                "%d acquisitions" % (tasks, n), "acquisition", impls,
+                "efd acquire_async()",
+                doc="Contended and fair: each task acquires, yields once with "
+                    "the unit, and releases it to the longest waiter.  Time "
+                    "per acquisition.")
+
+
 # ---- many producers, many consumers, across processes -------------------------
 
 def _mpmc(make, producers, consumers):
@@ -892,5 +991,6 @@ def all_cases(cfg):
         ("async-wakeup-thread", lambda: wakeup_case(cfg, "thread")),
         ("async-wakeup-process", lambda: wakeup_case(cfg, "process")),
         ("async-waiters", lambda: waiters_case(cfg)),
+        ("async-handoff", lambda: handoff_case(cfg)),
         ("mpmc", lambda: mpmc_case(cfg)),
     ]

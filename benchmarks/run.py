@@ -37,6 +37,8 @@ class Config:
         self.target = 0.008 if quick else 0.04      # seconds per sample
         self.max_n = 200000 if quick else 2000000
         self.n_waiters = 1000
+        self.handoff_tasks = 10
+        self.handoff_acquisitions = 10000
         self.producers = 2
         self.consumers = 2
         self.mpmc_units = 4000 if quick else 40000

@@ -29,7 +29,9 @@ __all__ = [
     "eventfd",
     "eventfd_read",
     "eventfd_write",
+    "MAX",
     "Semaphore",
+    "BoundedSemaphore",
     "Event",
 ]
 
@@ -46,18 +48,21 @@ class EventFD(_CEventFD):
     async def acquire_async(self, timeout: Optional[float] = None) -> bool:
         """Take what :meth:`acquire` takes, waiting in the running event loop.
 
-        The first try is one non-blocking read, so a coroutine that finds a
-        unit never touches the loop.  Otherwise the task waits through the
-        loop's reader callback on :meth:`fileno` (no threads): all the tasks
-        of one loop waiting on one object share one registration and are
-        served in the order they started waiting.  A task that is cancelled
-        consumes nothing: a unit already read for it goes to the next waiter
-        or back to the counter.  The loop's reader is removed once nobody
-        waits.
+        Works under asyncio (and uvloop), trio, and anyio on either backend.
+        When no earlier task of the same loop is queued, the first try is
+        one non-blocking read, so a coroutine that finds a unit never
+        touches the loop.  Otherwise the task waits through the loop's own
+        readiness primitive on :meth:`fileno` (no threads), and the tasks of
+        one loop are served strictly in the order they started waiting: a
+        newcomer never takes a unit while earlier tasks of its loop are
+        queued for one.  A task that is cancelled consumes nothing: a unit
+        already read for it goes to the next waiter or back to the counter.
+        The loop stops watching the descriptor once nobody waits.
 
         Args:
-            timeout: Seconds to wait at most (monotonic); ``None`` or
-                infinity waits without limit, ``0`` only tries.
+            timeout: Seconds to wait at most (monotonic, never less);
+                ``None`` or infinity waits without limit, ``0`` only tries
+                (and, with earlier tasks queued, gives up at once).
 
         Returns:
             True when a unit (in semaphore mode) or the whole count was
@@ -69,10 +74,14 @@ class EventFD(_CEventFD):
             TypeError: ``timeout`` is not a number.
             NotImplementedError: The running loop cannot watch file
                 descriptors (such as the Windows proactor loop).
+            RuntimeError: No supported async library runs the task.
         """
         seconds = None if timeout is None else _aio.check_timeout(timeout)
-        if self.acquire(False):
-            return True
+        if not (_aio._registry and _aio.queued(self)):
+            if self.acquire(False):
+                return True
+        elif self.closed:
+            raise ValueError(_aio._CLOSED_MESSAGE)
         if seconds == 0:
             return False
         return await _aio.wait(self, seconds, True) is not None
@@ -80,10 +89,11 @@ class EventFD(_CEventFD):
     async def read_async(self) -> int:
         """One read, as :meth:`read` does, waiting in the running event loop.
 
-        Waits like :meth:`acquire_async` when there is nothing to read,
-        whatever :attr:`nonblocking` says.  If the task is cancelled after
-        the read was made for it, the value goes to the next waiter or back
-        to the counter.
+        Waits like :meth:`acquire_async` when there is nothing to read, or
+        when earlier tasks of the same loop are queued, whatever
+        :attr:`nonblocking` says.  If the task is cancelled after the read
+        was made for it, the value goes to the next waiter or back to the
+        counter.
 
         Returns:
             The value read: 1 in semaphore mode, the whole count otherwise.
@@ -93,10 +103,12 @@ class EventFD(_CEventFD):
                 waits.
             NotImplementedError: The running loop cannot watch file
                 descriptors.
+            RuntimeError: No supported async library runs the task.
         """
-        value = self._try_read()
-        if value is not None:
-            return value
+        if not (_aio._registry and _aio.queued(self)):
+            value = self._try_read()
+            if value is not None:
+                return value
         result: int = await _aio.wait(self, None, True)
         return result
 
@@ -104,15 +116,46 @@ class EventFD(_CEventFD):
         """Close the descriptor(s); calling it again does nothing.
 
         Threads blocked in this object wake with :class:`ValueError`, and so
-        do tasks waiting in :meth:`acquire_async` or :meth:`read_async`,
-        whose loops stop watching the descriptor.
+        do tasks waiting in :meth:`acquire_async`, :meth:`read_async` or
+        :meth:`efd.Event.wait_async`.  Every event loop stops watching the
+        descriptor *before* it is closed: loops running in other threads
+        are asked to, and waited for (up to a second each; see
+        :doc:`asyncio`), so that no loop keeps a registration for a
+        descriptor that a forked child or a ``dup`` still holds open.
         """
+        if self.closed:
+            return
+        _aio.begin_close(self)
+        try:
+            super().close()
+        finally:
+            _aio.end_close(self)
+
+    def detach(self) -> int:
+        """Give up the descriptor without closing it, as
+        :meth:`socket.socket.detach` does; the object is closed afterwards.
+
+        Threads blocked in this object wake with :class:`ValueError`, and so
+        do tasks waiting in :meth:`acquire_async`, :meth:`read_async` or
+        :meth:`efd.Event.wait_async`; every event loop stops watching the
+        descriptor before this returns it (loops running in other threads
+        are asked to, and waited for, as in :meth:`close`).
+
+        Returns:
+            The descriptor, now the caller's to close.
+
+        Raises:
+            ValueError: The object is closed, or its backend keeps the count
+                outside the descriptor (only a kernel eventfd can be
+                detached), or it holds units it could not write back.
+        """
+        fd: int = super().detach()
         if _aio._registry:
-            _aio.fail_waiters(self, True)
-            super().close()
-            _aio.fail_waiters(self, False)
-        else:
-            super().close()
+            # The number stays open (the caller has not got it yet), so the
+            # loops can still name it when they remove their readers.
+            _aio.begin_close(self)
+            _aio.end_close(self)
+        return fd
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
@@ -134,4 +177,15 @@ def _rebuild(dupfds, backend, semaphore, nonblocking):
 
 
 # The drop-ins are built on EventFD, so they come last.
-from ._sync import Event, Semaphore  # noqa: E402
+from ._sync import BoundedSemaphore, Event, Semaphore  # noqa: E402
+
+# Names needed only to build the module go; dir(efd) lists the public API,
+# the submodules and the module's dunders (not the helpers that pickling
+# must still find here, such as _rebuild).
+del Optional, _CEventFD
+
+
+def __dir__():
+    return sorted(name for name, value in globals().items()
+                  if name in __all__ or name.startswith("__")
+                  or getattr(value, "__name__", None) == __name__ + "." + name)

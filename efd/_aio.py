@@ -1,42 +1,107 @@
-"""asyncio support for :class:`efd.EventFD`: waiting through the event loop.
+"""Async support for :class:`efd.EventFD`: waiting through the event loop.
 
 A coroutine that has to wait for a unit does not block the loop and does not
-use a thread.  It queues a future on a :class:`_Waiters` record, one per
-``(EventFD, loop)`` pair, and that record keeps a single reader callback on
-the loop for the object's :meth:`~efd.EventFD.fileno`.  When the descriptor
-polls readable the callback hands units to the queued futures in FIFO order,
-one non-blocking read each, and stops at the first read that finds nothing
-(another thread or process got there first: spurious readiness is normal).
-The reader is removed as soon as nobody waits, so a loop carries nothing for
-an idle object.
+use a thread.  It waits through the readiness primitive of the library that
+runs it, found the way ``sniffio`` finds it (without needing ``sniffio``
+when only asyncio is installed):
 
-Each future receives the value of the read it was served with; a future that
-ends without one (timeout) receives ``None``.  A task that is cancelled after
-a unit was read for it gives the unit to the next waiter, or back to the
-counter, so cancellation never loses a unit.
+* **asyncio** (and uvloop, and anyio on its asyncio backend): the task
+  queues a future on a :class:`_Waiters` record, one per ``(EventFD, loop)``
+  pair, and that record keeps one reader callback on the loop for the
+  object's :meth:`~efd.EventFD.fileno` while anybody waits.  When the
+  descriptor polls readable the callback hands units to the queued futures
+  in FIFO order, one non-blocking read each, and stops at the first read
+  that finds nothing (another thread or process got there first: spurious
+  readiness is normal).
+* **trio** (and anyio on its trio backend): the tasks of one ``trio.run``
+  waiting on one object queue on a fair :class:`trio.Lock`
+  (:class:`_TrioWaiters`); the task at the head alone waits in
+  :func:`trio.lowlevel.wait_readable` and reads for itself.
 
-:meth:`efd.EventFD.close` calls :func:`fail_waiters` before the descriptor
-goes, so waiting tasks get :class:`ValueError` promptly and the reader is
-removed while its descriptor is still valid (for loops running in other
-threads the removal is handed to the loop with ``call_soon_threadsafe``).
+Fairness: within one loop (one ``trio.run``), waiters are served strictly in
+arrival order.  A task that finds a unit while earlier tasks of its loop are
+queued, or have been served and not yet resumed, joins the queue instead of
+taking it (as :class:`asyncio.Semaphore` has done since 3.11.1); with no queue
+the first try is one non-blocking read that never touches the loop.
+
+Cancellation: a task that is cancelled after a unit was read for it gives the
+unit to the next waiter of its loop, or back to the counter.  (Under trio the
+head task reads for itself with no checkpoint between the read and the
+return, so nothing is ever read for a cancelled task.)
+
+Timeouts are measured on :func:`time.monotonic`; a timer that fires before the
+deadline (uvloop rounds timers to milliseconds) is armed again for the rest.
+
+Closing: :meth:`efd.EventFD.close` calls :func:`begin_close` before the
+descriptor goes.  Every record of the object is failed (its tasks get
+:class:`ValueError`) and its reader removed -- directly for the running loop
+and loops not running, and for loops (and ``trio.run`` calls) running in
+other threads by handing the work to that thread and waiting for it, up to
+:data:`CLOSE_WAIT` seconds -- so that no loop still watches the number when
+it is closed.  While the object is being closed no new wait can register.
+
+Fork: a child process starts with an empty registry; the records it inherits
+belong to the parent's loops (whose epoll set the child shares), and the child
+never touches them.
 """
 import asyncio
+import os
+import sys
+import threading
+import time
+import warnings
 from collections import deque
-from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional, Tuple
+from typing import (TYPE_CHECKING, Any, Deque, Dict, List, Optional, Set,
+                    Tuple)
 
 from . import _efd
+
+try:
+    import sniffio
+except ImportError:  # pragma: no cover - trio and anyio both require it
+    sniffio = None
 
 if TYPE_CHECKING:  # pragma: no cover
     from . import EventFD
 
-__all__ = ["check_timeout", "fail_waiters", "wait"]
+__all__ = ["check_timeout", "begin_close", "end_close", "notify_watchers",
+           "queued", "wait", "CLOSE_WAIT"]
 
-#: The live wait records, keyed by ``(EventFD, loop)``.  An entry exists only
-#: while at least one task waits (its frame holds the same two objects), so
-#: the strong references cannot outlive the wait.
-_registry: Dict[Tuple[Any, asyncio.AbstractEventLoop], "_Waiters"] = {}
+#: The live wait records, keyed by ``(EventFD, loop)`` for asyncio and
+#: ``(EventFD, TrioToken)`` for trio.  An entry exists only while a task of
+#: that loop waits on the object or has been served and not yet resumed (its
+#: frame holds the same two objects), so the strong references cannot outlive
+#: the wait.  Changed only with :data:`_lock` held.
+_registry: Dict[Tuple[Any, Any], Any] = {}
+
+#: Objects whose close() is under way: no new record may be published.
+_closing: Set[Any] = set()
+
+#: Guards :data:`_registry` and :data:`_closing` between threads.
+_lock = threading.Lock()
+
+#: Seconds :meth:`efd.EventFD.close` waits for each loop running in another
+#: thread to remove its reader before closing the descriptor anyway.
+CLOSE_WAIT = 1.0
 
 _CLOSED_MESSAGE = "I/O operation on closed EventFD"
+
+_get_running_loop = asyncio._get_running_loop
+
+
+def _forget_in_child() -> None:
+    # After fork(), in the child: the records describe the parent's loops and
+    # tasks.  Drop them without touching any loop, since the child shares the
+    # parent's epoll instances and a remove_reader() here would remove the
+    # parent's registration.
+    global _lock
+    _registry.clear()
+    _closing.clear()
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def check_timeout(timeout: Optional[float]) -> Optional[float]:
@@ -58,22 +123,100 @@ def check_timeout(timeout: Optional[float]) -> Optional[float]:
     return seconds
 
 
-def _expire(fut: "asyncio.Future[Any]") -> None:
-    # Timer callback: the wait is over, with nothing taken.
-    if not fut.done():
-        fut.set_result(None)
+def _trio_token() -> Any:
+    # The running trio.run's token, or None outside trio.
+    trio = sys.modules.get("trio")
+    if trio is None:
+        return None
+    try:
+        return trio.lowlevel.current_trio_token()
+    except RuntimeError:
+        return None
+
+
+def _library() -> Optional[str]:
+    # The async library running the current task: "asyncio", "trio", another
+    # name sniffio knows, or None outside any.  sniffio's convention, with
+    # its cheap checks first: the name a library declares for its thread or
+    # task (trio does, also as a guest on an asyncio loop), then asyncio's
+    # running loop, then whatever else sniffio can tell.
+    if sniffio is not None:
+        name: Optional[str] = (sniffio.thread_local.name
+                               or sniffio.current_async_library_cvar.get())
+        if name is not None:
+            return name
+    if _get_running_loop() is not None:
+        return "asyncio"
+    if sniffio is not None:
+        try:
+            name = sniffio.current_async_library()
+        except sniffio.AsyncLibraryNotFoundError:
+            return None
+        return name
+    return "trio" if _trio_token() is not None else None
+
+
+def _publish(record: Any) -> None:
+    # Make a new record visible to close() and to later waiters, unless the
+    # object is closed or being closed (checked under the lock that close()
+    # takes, so a record is either seen by close() or refused here).
+    with _lock:
+        if record.ev in _closing or record.ev.closed:
+            raise ValueError(_CLOSED_MESSAGE)
+        _registry[record.key] = record
+
+
+def _unpublish(record: Any) -> None:
+    with _lock:
+        if _registry.get(record.key) is record:
+            del _registry[record.key]
+
+
+def _records_of(ev: "EventFD") -> List[Any]:
+    with _lock:
+        return [rec for key, rec in _registry.items() if key[0] is ev]
+
+
+def _served(fut: "asyncio.Future[Any]") -> bool:
+    # A consumer's future that received a unit (rather than a timeout's None,
+    # a cancellation or an exception).
+    return (fut.done() and not fut.cancelled() and fut.exception() is None
+            and fut.result() is not None)
+
+
+def _run_elsewhere(schedule: Any, work: Any) -> Optional[threading.Event]:
+    # Hand `work` to another thread's loop through `schedule` (its
+    # call_soon_threadsafe or run_sync_soon); the event is set once it ran.
+    # None when that loop is gone (nothing of it is left to undo).
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            work()
+        finally:
+            done.set()
+
+    try:
+        schedule(run)
+    except RuntimeError:        # closed asyncio loop, finished trio.run
+        return None
+    return done
 
 
 class _Waiters:
-    """Everything one loop waits for on one EventFD.
+    """Everything one asyncio loop waits for on one EventFD.
 
     ``consumers`` are futures of tasks that want a read's value (FIFO);
     ``watchers`` are futures of tasks that only want to see the descriptor
-    readable (:meth:`efd.Event.wait_async`), all woken together.  The record
-    owns one ``add_reader`` registration, from creation until :meth:`stop`.
+    readable (:meth:`efd.Event.wait_async`), all woken together; ``served``
+    counts consumers that were handed a value and have not resumed yet
+    (newcomers queue behind them).  The reader callback is registered while
+    anybody is queued; the record stays published while anybody is queued
+    or served.
     """
 
-    __slots__ = ("ev", "loop", "fd", "key", "consumers", "watchers", "active")
+    __slots__ = ("ev", "loop", "fd", "key", "consumers", "watchers",
+                 "served", "reading")
 
     def __init__(self, ev: "EventFD", loop: asyncio.AbstractEventLoop) -> None:
         self.ev = ev
@@ -82,45 +225,46 @@ class _Waiters:
         self.key = (ev, loop)
         self.consumers: Deque["asyncio.Future[Any]"] = deque()
         self.watchers: List["asyncio.Future[Any]"] = []
-        self.active = False
+        self.served = 0
+        self.reading = False
 
-    def start(self) -> None:
-        """Register the reader callback and publish the record."""
-        _registry[self.key] = self
+    def busy(self) -> bool:
+        """Whether a newcomer must queue: consumers wait or were served."""
+        return bool(self.consumers or self.served)
+
+    def watch(self) -> None:
+        """Register the reader callback unless it is registered."""
+        if self.reading:
+            return
         try:
             self.loop.add_reader(self.fd, self._ready)
         except NotImplementedError:
-            del _registry[self.key]
             raise NotImplementedError(
                 "efd: %s cannot watch file descriptors (it has no working "
                 "add_reader()); run the coroutine on a selector-based loop "
                 "such as asyncio.SelectorEventLoop or uvloop"
                 % type(self.loop).__name__
             ) from None
-        except BaseException:
-            del _registry[self.key]
-            raise
-        self.active = True
-        # close() in another thread may have run between our fileno() and
-        # the registration above; it closes first and then looks for
-        # records, so either it sees this one or we see it closed here.
-        if self.ev.closed:
-            self.stop()
-            raise ValueError(_CLOSED_MESSAGE)
+        self.reading = True
 
-    def stop(self) -> None:
-        """Remove the reader and forget the record (idempotent)."""
-        if not self.active:
+    def unwatch(self) -> None:
+        """Remove the reader callback if it is registered."""
+        if not self.reading:
             return
-        self.active = False
-        if _registry.get(self.key) is self:
-            del _registry[self.key]
+        self.reading = False
         try:
             self.loop.remove_reader(self.fd)
         except (OSError, RuntimeError, ValueError):
-            # The descriptor is already closed (epoll dropped it by itself)
-            # or the loop is closed: nothing is left registered either way.
+            # The loop is closed: nothing of it is left registered.
             pass
+
+    def settle(self) -> None:
+        """Drop the reader once nobody is queued, the record once nobody is
+        queued or served."""
+        if not self.consumers and not self.watchers:
+            self.unwatch()
+            if not self.served:
+                _unpublish(self)
 
     def _ready(self) -> None:
         # The reader callback: the descriptor polled readable.
@@ -141,22 +285,54 @@ class _Waiters:
                 if value is None:       # someone else took it: wait again
                     break
                 queue.popleft()
+                self.served += 1
                 fut.set_result(value)
         except (OSError, ValueError) as exc:
             self.fail(exc)
             return
-        if not queue and not self.watchers:
-            self.stop()
+        self.settle()
+
+    def notify(self) -> None:
+        """Resolve every watcher's future with True (the event was set)."""
+        watchers, self.watchers = self.watchers, []
+        for fut in watchers:
+            if not fut.done():
+                fut.set_result(True)
+        self.settle()
+
+    def notify_soon(self) -> None:
+        """:meth:`notify`, from any thread."""
+        loop = self.loop
+        if _get_running_loop() is loop or not loop.is_running():
+            self.notify()
+        else:
+            _run_elsewhere(loop.call_soon_threadsafe, self.notify)
 
     def fail(self, exc: BaseException) -> None:
-        """End every pending wait with ``exc`` and remove the reader."""
+        """End every queued wait with ``exc``, remove the reader and forget
+        the record."""
         futures = list(self.consumers) + self.watchers
         self.consumers.clear()
         self.watchers = []
-        self.stop()
+        self.unwatch()
+        _unpublish(self)
         for fut in futures:
             if not fut.done():
                 fut.set_exception(exc)
+
+    def fail_soon(self, exc: BaseException) -> Optional[threading.Event]:
+        """:meth:`fail`, from any thread: done at once for this thread's
+        running loop and for loops not running; otherwise handed to the
+        loop's thread, with an event that is set once it ran."""
+        loop = self.loop
+        if _get_running_loop() is loop or not loop.is_running():
+            self.fail(exc)
+            return None
+        done = _run_elsewhere(loop.call_soon_threadsafe,
+                              lambda: self.fail(exc))
+        if done is None:                # the loop closed meanwhile
+            self.fail(exc)
+        return done
 
     def give_back(self, value: int) -> None:
         """Pass ``value``, read for a task that will not take it, on.
@@ -168,6 +344,7 @@ class _Waiters:
         while queue:
             fut = queue.popleft()
             if not fut.done():
+                self.served += 1
                 fut.set_result(value)
                 return
         try:
@@ -180,7 +357,7 @@ class _Waiters:
             })
 
     def discard(self, fut: "asyncio.Future[Any]") -> None:
-        """Drop ``fut`` from the queues; stop when nobody waits any more."""
+        """Drop ``fut`` from the queues, then :meth:`settle`."""
         # Served futures are gone already; look before removing (a failed
         # deque.remove() would build a message with the future's repr).
         consumers, watchers = self.consumers, self.watchers
@@ -188,23 +365,234 @@ class _Waiters:
             consumers.remove(fut)
         elif watchers and fut in watchers:
             watchers.remove(fut)
-        if not consumers and not self.watchers and self.active:
-            self.stop()
+        self.settle()
+
+    def _expire(self, fut: "asyncio.Future[Any]", deadline: float,
+                timer: List[Any]) -> None:
+        # Timer callback.  Some loops fire early (uvloop rounds to whole
+        # milliseconds): before the monotonic deadline, arm again for the
+        # rest; after it, end the wait with nothing taken.
+        if fut.done():
+            return
+        remaining = deadline - time.monotonic()
+        if remaining > 0:
+            timer[0] = self.loop.call_later(remaining, self._expire, fut,
+                                            deadline, timer)
+        else:
+            fut.set_result(None)
+
+    async def wait(self, timeout: Optional[float], consume: bool) -> Any:
+        """Queue the running task and wait; see :func:`wait`."""
+        fut = self.loop.create_future()
+        if consume:
+            self.consumers.append(fut)
+        else:
+            self.watchers.append(fut)
+        timer: List[Any] = [None]
+        try:
+            self.watch()
+            if timeout is not None:
+                deadline = time.monotonic() + timeout
+                timer[0] = self.loop.call_later(timeout, self._expire, fut,
+                                                deadline, timer)
+            return await fut
+        except BaseException:
+            if consume and _served(fut):
+                # Served, but cancelled before it could resume: pass it on.
+                self.give_back(fut.result())
+            raise
+        finally:
+            if timer[0] is not None:
+                timer[0].cancel()
+            if consume and _served(fut):
+                self.served -= 1
+            self.discard(fut)
+
+
+class _TrioWaiters:
+    """Everything one ``trio.run`` waits for on one EventFD.
+
+    The tasks queue on a fair :class:`trio.Lock`; the holder alone waits in
+    :func:`trio.lowlevel.wait_readable` (trio allows one waiter per
+    descriptor), reads for itself and hands the lock to the next task.
+    ``watchers`` maps the cancel scope of each :meth:`efd.Event.wait_async`
+    task to whether it was notified.
+    """
+
+    __slots__ = ("ev", "token", "fd", "key", "lock", "consumers", "users",
+                 "watchers", "failed")
+
+    def __init__(self, ev: "EventFD", token: Any) -> None:
+        import trio
+        self.ev = ev
+        self.token = token
+        self.fd = ev.fileno()          # ValueError if closed
+        self.key = (ev, token)
+        self.lock = trio.Lock()
+        self.consumers = 0
+        self.users = 0
+        self.watchers: Dict[Any, bool] = {}
+        self.failed = False
+
+    def busy(self) -> bool:
+        """Whether a newcomer must queue: consumer tasks are inside."""
+        return self.consumers > 0
+
+    async def _wait_readable(self) -> None:
+        import trio
+        if self.failed:
+            raise ValueError(_CLOSED_MESSAGE)
+        try:
+            await trio.lowlevel.wait_readable(self.fd)
+        except trio.ClosedResourceError:
+            raise ValueError(_CLOSED_MESSAGE) from None
+
+    async def _consume(self) -> int:
+        async with self.lock:
+            try_read = self.ev._try_read
+            while True:
+                if self.failed:
+                    raise ValueError(_CLOSED_MESSAGE)
+                value = try_read()
+                if value is not None:
+                    # No checkpoint from the read to the caller: a unit is
+                    # never read for a task that is then cancelled.
+                    return value
+                await self._wait_readable()
+
+    async def _watch(self) -> bool:
+        import trio
+        with trio.CancelScope() as scope:
+            self.watchers[scope] = False
+            try:
+                async with self.lock:
+                    await self._wait_readable()
+                return True
+            finally:
+                notified = self.watchers.pop(scope)
+        return notified
+
+    async def wait(self, timeout: Optional[float], consume: bool) -> Any:
+        """Queue the running task and wait; see :func:`wait`."""
+        import trio
+        self.users += 1
+        if consume:
+            self.consumers += 1
+        try:
+            if timeout is None:
+                return await (self._consume() if consume else self._watch())
+            deadline = time.monotonic() + timeout
+            while True:
+                with trio.move_on_after(deadline - time.monotonic()):
+                    return await (self._consume() if consume
+                                  else self._watch())
+                if time.monotonic() >= deadline:
+                    return None
+        finally:
+            self.users -= 1
+            if consume:
+                self.consumers -= 1
+            if not self.users:
+                _unpublish(self)
+
+    def notify(self) -> None:
+        """End every watcher's wait with True (the event was set)."""
+        for scope in self.watchers:
+            self.watchers[scope] = True
+            scope.cancel()
+
+    def _in_run(self) -> bool:
+        return _trio_token() is self.token
+
+    def notify_soon(self) -> None:
+        """:meth:`notify`, from any thread."""
+        if self._in_run():
+            self.notify()
+        else:
+            _run_elsewhere(self.token.run_sync_soon, self.notify)
+
+    def fail(self, exc: BaseException) -> None:
+        """End every wait with :class:`ValueError` and make trio forget the
+        descriptor (``notify_closing``); forget the record."""
+        import trio
+        self.failed = True
+        _unpublish(self)
+        trio.lowlevel.notify_closing(self.fd)
+
+    def fail_soon(self, exc: BaseException) -> Optional[threading.Event]:
+        """:meth:`fail`, from any thread (see :meth:`_Waiters.fail_soon`)."""
+        if self._in_run():
+            self.fail(exc)
+            return None
+        done = _run_elsewhere(self.token.run_sync_soon, lambda: self.fail(exc))
+        if done is None:                # that trio.run has ended
+            _unpublish(self)
+        return done
+
+
+def _record_for(ev: "EventFD") -> Any:
+    # The running task's record for `ev`, published if new.
+    library = _library()
+    if library == "asyncio":
+        loop = asyncio.get_running_loop()
+        record = _registry.get((ev, loop))
+        if record is None:
+            record = _Waiters(ev, loop)
+            _publish(record)
+        return record
+    if library == "trio":
+        token = _trio_token()
+        record = _registry.get((ev, token))
+        if record is None:
+            record = _TrioWaiters(ev, token)
+            _publish(record)
+        return record
+    if library is None:
+        raise RuntimeError("efd: no running event loop (asyncio, uvloop, "
+                           "trio or anyio) to wait in")
+    raise RuntimeError("efd: cannot wait under %s: the async methods work "
+                       "under asyncio, uvloop, trio and anyio" % library)
+
+
+def queued(ev: "EventFD") -> bool:
+    """Whether tasks of the running loop are queued for ``ev``'s units (or
+    were served and have not resumed yet): a newcomer must then queue too,
+    rather than take a unit that is there.
+
+    Args:
+        ev: The object about to be read.
+
+    Returns:
+        False outside a supported async library, or with no such task.
+    """
+    if not _registry:
+        return False
+    library = _library()
+    if library == "asyncio":
+        key: Any = _get_running_loop()
+    elif library == "trio":
+        key = _trio_token()
+    else:
+        return False
+    record = _registry.get((ev, key))
+    return record is not None and record.busy()
 
 
 async def wait(ev: "EventFD", timeout: Optional[float], consume: bool) -> Any:
     """Wait in the running loop until ``ev`` serves this task, or polls
     readable.
 
-    The caller has already tried once (and validated ``timeout`` with
-    :func:`check_timeout`): this only waits.
+    The caller has already tried once when that was allowed (see
+    :func:`queued`) and validated ``timeout`` with :func:`check_timeout`:
+    this only waits.
 
     Args:
         ev: The object to wait on.
         timeout: Seconds to wait at most; ``None`` waits without limit.
         consume: True to be served one read's value, in FIFO order among
             this loop's consumers; False to be told when the descriptor
-            polls readable, taking nothing (with every other watcher).
+            polls readable (or :func:`notify_watchers` is called), taking
+            nothing (with every other watcher).
 
     Returns:
         The value read (``consume``), True (not ``consume``), or None when
@@ -213,57 +601,71 @@ async def wait(ev: "EventFD", timeout: Optional[float], consume: bool) -> Any:
     Raises:
         ValueError: ``ev`` is closed, or is closed while the task waits.
         NotImplementedError: The loop cannot watch file descriptors.
+        RuntimeError: No supported async library runs the task.
     """
-    loop = asyncio.get_running_loop()
-    waiters = _registry.get((ev, loop))
-    fut = loop.create_future()
-    if waiters is None:
-        waiters = _Waiters(ev, loop)
-        waiters.start()
-    if consume:
-        waiters.consumers.append(fut)
-    else:
-        waiters.watchers.append(fut)
-    timer = None if timeout is None else loop.call_later(timeout, _expire, fut)
-    try:
-        return await fut
-    except BaseException:
-        if (consume and fut.done() and not fut.cancelled()
-                and fut.exception() is None and fut.result() is not None):
-            # Served, but cancelled before it could resume: pass it on.
-            waiters.give_back(fut.result())
-        raise
-    finally:
-        if timer is not None:
-            timer.cancel()
-        waiters.discard(fut)
+    record = _record_for(ev)
+    return await record.wait(timeout, consume)
 
 
-def fail_waiters(ev: "EventFD", closing: bool) -> None:
-    """Wake the tasks waiting on ``ev`` because it is being closed.
+def notify_watchers(ev: "EventFD") -> None:
+    """Tell every task waiting for ``ev`` to poll readable that it did.
 
-    :meth:`efd.EventFD.close` calls this twice: with ``closing=True``
-    before the descriptor is closed, to handle the loops that this thread
-    may touch directly (the running one, and loops not running at all) while
-    the descriptor is still valid; and with ``closing=False`` after it, to
-    hand the rest to their own threads.
+    :meth:`efd.Event.set` calls this, so that a task waiting in
+    :meth:`efd.Event.wait_async` when the event is set returns True even if
+    :meth:`~efd.Event.clear` follows before its loop looks at the
+    descriptor (as with :class:`asyncio.Event`).  Safe from any thread:
+    loops running in other threads are handed the work (asyncio's
+    ``call_soon_threadsafe``, trio's ``run_sync_soon``).  Consumers
+    (:meth:`~efd.EventFD.acquire_async`) are not touched.
 
     Args:
-        ev: The object being closed.
-        closing: True for the pass before the close, False for the one after.
+        ev: The object that was made readable.
     """
-    try:
-        running = asyncio.get_running_loop()
-    except RuntimeError:
-        running = None
-    for (obj, loop), waiters in list(_registry.items()):
-        if obj is not ev:
-            continue
-        exc = ValueError(_CLOSED_MESSAGE)
-        if loop is running or not loop.is_running():
-            waiters.fail(exc)
-        elif not closing:
-            try:
-                loop.call_soon_threadsafe(waiters.fail, exc)
-            except RuntimeError:        # that loop is closed
-                waiters.stop()
+    if not _registry:
+        return
+    for record in _records_of(ev):
+        if record.watchers:
+            record.notify_soon()
+
+
+def begin_close(ev: "EventFD") -> None:
+    """Prepare ``ev`` to be closed: refuse new waits, end the current ones
+    with :class:`ValueError`, and have every loop drop its reader.
+
+    Loops running in other threads do that in their own thread; this waits
+    for them, up to :data:`CLOSE_WAIT` seconds in all, and warns
+    (:class:`RuntimeWarning`) about a loop that did not answer in time.
+    Call :func:`end_close` once the descriptor is closed.
+
+    Args:
+        ev: The object about to be closed.
+    """
+    with _lock:
+        _closing.add(ev)
+    pending = []
+    for record in _records_of(ev):
+        done = record.fail_soon(ValueError(_CLOSED_MESSAGE))
+        if done is not None:
+            pending.append((record, done))
+    if not pending:
+        return
+    deadline = time.monotonic() + CLOSE_WAIT
+    for record, done in pending:
+        if not done.wait(max(0.0, deadline - time.monotonic())):
+            warnings.warn(
+                "efd: the event loop of another thread (%r) did not stop "
+                "watching the descriptor within %g s of close(); closing it "
+                "anyway" % (getattr(record, "loop", None) or record.token,
+                            CLOSE_WAIT),
+                RuntimeWarning, stacklevel=3)
+
+
+def end_close(ev: "EventFD") -> None:
+    """Undo :func:`begin_close`'s refusal once ``ev`` is closed (its
+    ``closed`` flag refuses from now on).
+
+    Args:
+        ev: The object just closed.
+    """
+    with _lock:
+        _closing.discard(ev)

@@ -17,7 +17,7 @@ import pytest
 import efd
 from efd import _aio
 
-from conftest import PROMPT
+from conftest import KERNEL_BACKENDS, PROMPT
 
 try:
     import uvloop
@@ -270,7 +270,7 @@ def test_spurious_readiness_keeps_waiting(make, semaphore, aio):
         record._ready()                     # readiness with nothing there
         await asyncio.sleep(0.01)
         assert not task.done()
-        assert waiters_of(ev) is record and record.active
+        assert waiters_of(ev) is record and record.reading
         ev.release(2)
         got = await asyncio.wait_for(task, PROMPT)
         assert_nothing_left(loop, ev)
@@ -688,3 +688,57 @@ def test_registry_drains_after_loop_ends_with_waiters(make, aio):
     ev.release()
     assert ev.acquire(False) is True
     assert ev.acquire(False) is False
+
+
+# ---- timeouts never end early ----------------------------------------------
+
+
+@pytest.mark.parametrize("what", ["acquire_async", "Event.wait_async"])
+def test_timeout_never_ends_early(backend, aio, what):
+    # uvloop rounds timers to whole milliseconds and fired up to 0.7 ms
+    # early in a few percent of waits; the deadline is monotonic and a timer
+    # that fires before it is armed again for the rest.
+    rng = random.Random(11)
+    timeouts = [rng.uniform(0.0005, 0.004) for _ in range(300)]
+
+    async def main():
+        if what == "acquire_async":
+            obj = efd.EventFD(0, semaphore=True, backend=backend)
+            wait = obj.acquire_async
+        else:
+            obj = efd.Event(backend=backend)
+            wait = obj.wait_async
+        early = []
+        try:
+            for timeout in timeouts:
+                t0 = time.monotonic()
+                got = await wait(timeout)
+                took = time.monotonic() - t0
+                assert got is False
+                if took < timeout:
+                    early.append((timeout, took))
+        finally:
+            obj.close()
+        return early
+    assert aio(main) == []
+
+
+def test_detach_ends_waits_and_drops_readers(backend, aio):
+    if backend not in KERNEL_BACKENDS:
+        pytest.skip("only a kernel eventfd can be detached")
+
+    async def main():
+        ev = efd.EventFD(0, semaphore=True, backend=backend)
+        loop = asyncio.get_running_loop()
+        tasks = [asyncio.ensure_future(ev.acquire_async()) for _ in range(3)]
+        await until(lambda: queued(ev) == 3)
+        fd = ev.detach()
+        try:
+            results = await asyncio.wait_for(
+                asyncio.gather(*tasks, return_exceptions=True), PROMPT)
+            assert all(isinstance(r, ValueError) for r in results), results
+            assert not _aio._registry
+            assert not reader_registered(loop, fd)
+        finally:
+            os.close(fd)
+    aio(main)

@@ -5,10 +5,12 @@ import multiprocessing
 import os
 import pickle
 import random
+import re
 import select
 import sys
 import threading
 import time
+import warnings
 
 import pytest
 
@@ -20,6 +22,9 @@ from conftest import PROMPT, backend_unavailable
 #: threading.Semaphore.release(n) is new in Python 3.9.
 RELEASE_N = sys.version_info >= (3, 9)
 
+#: threading's classes have a repr of their own from Python 3.11.
+NEW_REPR = sys.version_info >= (3, 11)
+
 try:
     import uvloop
 except ImportError:  # pragma: no cover - uvloop is in the test extras
@@ -28,14 +33,15 @@ except ImportError:  # pragma: no cover - uvloop is in the test extras
 
 @pytest.fixture
 def make_sem(backend):
-    """make_sem(value=1) -> efd.Semaphore on the backend under test."""
+    """make_sem(value=1, kind=efd.Semaphore) -> a semaphore of `kind` on the
+    backend under test."""
     why = backend_unavailable(backend, semaphore=True)
     if why:
         pytest.skip(why)
     made = []
 
-    def factory(value=1):
-        sem = efd.Semaphore(value, backend=backend)
+    def factory(value=1, kind=efd.Semaphore):
+        sem = kind(value, backend=backend)
         made.append(sem)
         return sem
 
@@ -96,18 +102,27 @@ def test_semaphore_is_exported():
     assert "Semaphore" in efd.__all__ and "Event" in efd.__all__
 
 
+SEMAPHORES = [(efd.Semaphore, threading.Semaphore),
+              (efd.BoundedSemaphore, threading.BoundedSemaphore)]
+
+
 @pytest.mark.parametrize("seed", range(5))
-def test_semaphore_matches_threading(make_sem, seed):
+@pytest.mark.parametrize("kind, twin", SEMAPHORES,
+                         ids=["Semaphore", "BoundedSemaphore"])
+def test_semaphore_matches_threading(make_sem, seed, kind, twin):
     rng = random.Random(seed)
     start = rng.randint(0, 3)
-    ours, theirs = make_sem(start), threading.Semaphore(start)
+    ours, theirs = make_sem(start, kind), twin(start)
     for _ in range(300):
-        op = rng.choice(["try", "timeout0", "short", "release", "with",
-                         "bad_release", "bad_mix"])
+        op = rng.choice(["try", "timeout0", "negative", "short", "release",
+                         "with", "bad_release", "bad_mix"])
         if op == "try":
             calls = [(s.acquire, (False,), {}) for s in (ours, theirs)]
         elif op == "timeout0":
             calls = [(s.acquire, (), {"timeout": 0}) for s in (ours, theirs)]
+        elif op == "negative":
+            timeout = rng.choice([-1, -0.5, -1e300, -2**80])
+            calls = [(s.acquire, (True, timeout), {}) for s in (ours, theirs)]
         elif op == "short":
             calls = [(s.acquire, (True, 0.001), {}) for s in (ours, theirs)]
         elif op == "release" and not RELEASE_N:
@@ -236,11 +251,11 @@ def test_semaphore_fileno_readable_while_units_remain(make_sem):
 def test_semaphore_close(make_sem):
     sem = make_sem(1)
     assert sem.closed is False
-    assert "value=" in repr(sem)
     sem.close()
     sem.close()
     assert sem.closed is True
-    assert "closed" in repr(sem)
+    if NEW_REPR:
+        assert repr(sem).endswith(": closed>")
     for call in (sem.acquire, sem.release, sem.fileno, sem.__enter__):
         with pytest.raises(ValueError):
             call()
@@ -414,10 +429,11 @@ def test_event_fileno_readable_while_set(make_event):
 
 def test_event_close(make_event):
     event = make_event()
-    assert "unset" in repr(event)
     event.close()
     event.close()
-    assert event.closed and "closed" in repr(event)
+    assert event.closed
+    if NEW_REPR:
+        assert repr(event).endswith(": closed>")
     for call in (event.set, event.clear, event.is_set, event.wait,
                  event.fileno):
         with pytest.raises(ValueError):
@@ -535,3 +551,339 @@ def test_event_wakes_every_process(make_event, method):
 def test_event_not_picklable_outside_spawning(make_event):
     with pytest.raises(RuntimeError):
         pickle.dumps(make_event())
+
+
+# ---- threading's details: timeouts, repr, isSet, names ---------------------
+
+
+@pytest.mark.parametrize("timeout", [0, -0.0, -1, -0.5, -1e300, -2**80,
+                                     float("-inf")])
+@pytest.mark.parametrize("kind, twin", SEMAPHORES,
+                         ids=["Semaphore", "BoundedSemaphore"])
+def test_semaphore_timeout_not_above_zero_only_tries(make_sem, kind, twin,
+                                                     timeout):
+    # threading.Semaphore.acquire treats such a timeout as "try once";
+    # EventFD.acquire itself keeps raising ValueError for it.
+    for start in (0, 2):
+        ours, theirs = make_sem(start, kind), twin(start)
+        t0 = time.monotonic()
+        got = [ours.acquire(timeout=timeout) for _ in range(3)]
+        assert time.monotonic() - t0 < PROMPT
+        assert got == [theirs.acquire(timeout=timeout) for _ in range(3)]
+        assert got == [True] * start + [False] * (3 - start)
+    if timeout != 0:
+        with pytest.raises(ValueError, match="timeout"):
+            ours._ev.acquire(timeout=timeout)
+
+
+def test_semaphore_huge_or_infinite_timeout_waits(make_sem):
+    sem = make_sem(0)
+    for timeout in (float("inf"), 2**2000, 1e300):
+        threading.Timer(0.05, sem.release).start()
+        assert sem.acquire(timeout=timeout) is True
+
+
+def test_semaphore_nan_timeout_is_refused(make_sem):
+    # threading.Semaphore would spin forever on a NaN timeout; _thread's
+    # locks raise ValueError, and so does efd, without taking anything.
+    sem = make_sem(1)
+    with pytest.raises(ValueError, match="NaN"):
+        sem.acquire(timeout=float("nan"))
+    assert sem.acquire(False) is True
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), -1e300])
+def test_event_timeout_not_above_zero_only_looks(make_event, timeout):
+    event, theirs = make_event(), threading.Event()
+    t0 = time.monotonic()
+    assert event.wait(timeout) is theirs.wait(timeout) is False
+    event.set()
+    theirs.set()
+    assert event.wait(timeout) is theirs.wait(timeout) is True
+    assert time.monotonic() - t0 < PROMPT
+
+
+def _threading_repr(obj, theirs):
+    # threading's repr of `theirs`, as it would read for `obj`.
+    return repr(theirs).replace(
+        "threading.", "efd.").replace(hex(id(theirs)), hex(id(obj)))
+
+
+def test_repr_is_threadings(make_sem, make_event):
+    pairs = [(make_sem(3), threading.Semaphore(3)),
+             (make_sem(3, efd.BoundedSemaphore),
+              threading.BoundedSemaphore(3)),
+             (make_event(), threading.Event())]
+    for ours, theirs in pairs:
+        assert repr(ours) == _threading_repr(ours, theirs)
+        if isinstance(ours, efd.Event):
+            ours.set(), theirs.set()
+        else:
+            ours.acquire(), theirs.acquire()
+        assert repr(ours) == _threading_repr(ours, theirs)
+        if not isinstance(ours, efd.Event):
+            ours.release(), theirs.release()
+        assert repr(ours) == _threading_repr(ours, theirs)
+    if NEW_REPR:
+        assert re.fullmatch(r"<efd\.Semaphore at 0x[0-9a-f]+: value=3>",
+                            repr(pairs[0][0]))
+
+
+def test_public_classes_live_in_efd():
+    # What users see in reprs, tracebacks and pickles is the public name.
+    for cls in (efd.EventFD, efd.Semaphore, efd.BoundedSemaphore, efd.Event):
+        assert cls.__module__ == "efd"
+        assert getattr(efd, cls.__qualname__) is cls
+
+
+def test_event_isset_is_threadings(make_event):
+    event, theirs = make_event(), threading.Event()
+    with warnings.catch_warnings(record=True) as ours_w:
+        warnings.simplefilter("always")
+        assert event.isSet() is False
+        event.set()
+        assert event.isSet() is True
+    with warnings.catch_warnings(record=True) as theirs_w:
+        warnings.simplefilter("always")
+        theirs.isSet()
+        theirs.isSet()
+    assert [(w.category, str(w.message)) for w in ours_w] == \
+        [(w.category, str(w.message)) for w in theirs_w]
+    assert len(ours_w) == (2 if sys.version_info >= (3, 10) else 0)
+    for w in ours_w:
+        assert w.filename == __file__        # blames the caller
+
+
+SPEC_NAMES = {
+    "EventFD", "Semaphore", "BoundedSemaphore", "Event",
+    "eventfd", "eventfd_read", "eventfd_write",
+    "EFD_CLOEXEC", "EFD_NONBLOCK", "EFD_SEMAPHORE",
+    "MAX",          # documented in docs/api.rst
+}
+
+
+def test_namespace_is_the_public_api():
+    assert set(efd.__all__) == SPEC_NAMES
+    assert len(efd.__all__) == len(SPEC_NAMES)
+    others = {name for name in dir(efd)
+              if name not in SPEC_NAMES and not name.startswith("__")}
+    # Apart from the public names and dunders, only submodules.
+    assert others <= {"_aio", "_efd", "_sync", "_selfcheck"}, others
+    for name in others:
+        assert getattr(efd, name).__name__ == "efd." + name
+    for leaked in ("Optional", "_CEventFD"):
+        assert not hasattr(efd, leaked)
+    star = {}
+    exec("from efd import *", star)
+    assert set(star) - {"__builtins__"} == SPEC_NAMES
+
+
+# ---- BoundedSemaphore ------------------------------------------------------
+
+
+def test_bounded_semaphore_is_a_semaphore(make_sem):
+    sem = make_sem(2, efd.BoundedSemaphore)
+    assert isinstance(sem, efd.Semaphore)
+    assert "BoundedSemaphore" in efd.__all__
+
+
+def test_bounded_semaphore_refuses_to_pass_its_bound(make_sem):
+    sem = make_sem(3, efd.BoundedSemaphore)
+    with pytest.raises(ValueError, match="^Semaphore released too many times$"):
+        sem.release()
+    assert [sem.acquire(False) for _ in range(4)] == [True] * 3 + [False]
+    sem.release(2)
+    with pytest.raises(ValueError, match="too many times"):
+        sem.release(2)                   # 2 + 2 > 3: nothing added
+    sem.release()
+    with pytest.raises(ValueError, match="too many times"):
+        sem.release()
+    assert [sem.acquire(False) for _ in range(4)] == [True] * 3 + [False]
+    zero = make_sem(0, efd.BoundedSemaphore)
+    with pytest.raises(ValueError, match="too many times"):
+        zero.release()
+
+
+def test_bounded_semaphore_with_block_and_exit_check(make_sem):
+    sem = make_sem(1, efd.BoundedSemaphore)
+    with sem:
+        assert sem.acquire(False) is False
+    # __exit__ releases through the bound check, as threading's does.
+    with pytest.raises(ValueError, match="too many times"):
+        with sem:
+            sem.release()
+    assert sem.acquire(False) is True
+
+
+def test_bounded_semaphore_exact_under_threads(make_sem):
+    # Threads that each take a unit and give it back, while others try to
+    # release units they never took: every bogus release is refused, and
+    # the count never passes the bound.
+    bound = 4
+    sem = make_sem(bound, efd.BoundedSemaphore)
+    stop = threading.Event()
+    bogus_accepted = []
+    peaks = []
+
+    def worker():
+        while not stop.is_set():
+            if sem.acquire(timeout=PROMPT):
+                sem.release()
+
+    def bogus():
+        while not stop.is_set():
+            value = sem._ev._peek()
+            if value is not None:
+                peaks.append(value)
+            try:
+                sem.release()
+            except ValueError:
+                pass
+            else:
+                # Legitimate while a worker holds a unit: take it back.
+                bogus_accepted.append(sem.acquire(timeout=PROMPT))
+
+    threads = [threading.Thread(target=worker) for _ in range(3)]
+    threads += [threading.Thread(target=bogus) for _ in range(2)]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)
+    stop.set()
+    for t in threads:
+        t.join(PROMPT * 2)
+    assert not any(t.is_alive() for t in threads)
+    assert all(bogus_accepted)
+    if sem._ev.backend != "eventfd-readback":
+        # (readback: see the BoundedSemaphore docstring.)
+        assert max(peaks) <= bound
+    assert [sem.acquire(False) for _ in range(bound + 1)] == \
+        [True] * bound + [False]
+
+
+def test_bounded_semaphore_needs_the_count(make_sem, monkeypatch):
+    sem = make_sem(1, efd.BoundedSemaphore)
+    sem.acquire()
+    monkeypatch.setattr(efd.EventFD, "_peek", lambda self: None)
+    with pytest.raises(OSError, match="cannot read the count"):
+        sem.release()
+    monkeypatch.undo()
+    sem.release()
+    assert sem.acquire(False) is True
+
+
+def _bounded_child(sem, out):
+    # The child sees the same count and the same bound.
+    try:
+        sem.release()
+        out.put("accepted")
+    except ValueError as exc:
+        out.put(str(exc))
+    out.put(repr(sem).endswith("value=2/2>") if NEW_REPR else True)
+    got = sem.acquire(timeout=60)
+    sem.release()
+    out.put(got)
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_bounded_semaphore_in_multiprocessing_children(make_sem, method):
+    ctx = multiprocessing.get_context(method)
+    sem = make_sem(2, efd.BoundedSemaphore)
+    out = ctx.Queue()
+    p = ctx.Process(target=_bounded_child, args=(sem, out))
+    p.start()
+    try:
+        answers = [out.get(timeout=PROMPT * 8) for _ in range(3)]
+    finally:
+        p.join(PROMPT * 4)
+        if p.is_alive():
+            p.kill()
+    assert answers == ["Semaphore released too many times", True, True]
+    assert p.exitcode == 0
+    with pytest.raises(ValueError, match="too many times"):
+        sem.release()
+
+
+def test_bounded_semaphore_lock_renewed_in_fork_child(make_sem, run_py,
+                                                      backend):
+    # A fork while another thread holds the release lock must not leave the
+    # child's copy locked forever.
+    run_py("""
+        import os, threading, efd
+        sem = efd.BoundedSemaphore(1, backend=%r)
+        sem.acquire()
+        sem._lock.acquire()          # as if a thread were mid-release
+        pid = os.fork()
+        if pid == 0:
+            sem.release()
+            os._exit(0 if sem.acquire(False) else 3)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0 \\
+            if hasattr(os, "waitstatus_to_exitcode") else status == 0, status
+        sem._lock.release()
+        sem.release()
+        print("ok")
+    """ % backend, timeout=30)
+
+
+# ---- gh-57711: set() wakes every thread waiting at that moment ---------------
+
+
+def test_event_set_then_clear_wakes_every_waiter(make_event):
+    # What lock_tests' test_set_and_clear checks (tests/test_lock_tests.py
+    # runs it too), with more waiters, each round started together.
+    event = make_event()
+    for _ in range(20):
+        results = []
+        ready = threading.Barrier(9)
+
+        def waiter():
+            ready.wait(PROMPT)
+            results.append(event.wait(PROMPT * 2))
+
+        threads = [threading.Thread(target=waiter) for _ in range(8)]
+        for t in threads:
+            t.start()
+        ready.wait(PROMPT)
+        time.sleep(0.1)                  # time for all of them to block
+        event.set()
+        event.clear()
+        for t in threads:
+            t.join(PROMPT * 3)
+        assert not any(t.is_alive() for t in threads)
+        assert results == [True] * 8
+
+
+def test_event_set_before_wait_then_clear_is_not_seen(make_event):
+    # The generation only wakes threads waiting when set() runs: a wait()
+    # that starts after set(); clear() waits for the next set().
+    event = make_event()
+    event.set()
+    event.clear()
+    t0 = time.monotonic()
+    assert event.wait(0.05) is False
+    assert time.monotonic() - t0 >= 0.045
+
+
+def test_event_set_then_clear_wakes_waiting_tasks(make_event, aio):
+    # set() also resolves the tasks of this process waiting in wait_async,
+    # from the loop's thread or from another one, clear() or not.
+    async def main():
+        event = make_event()
+        results = []
+        for setter in ("loop", "thread"):
+            tasks = [asyncio.ensure_future(event.wait_async(PROMPT))
+                     for _ in range(5)]
+            await asyncio.sleep(0.05)
+            assert not any(t.done() for t in tasks)
+            if setter == "loop":
+                event.set()
+                event.clear()
+            else:
+                t = threading.Thread(target=lambda: (event.set(),
+                                                     event.clear()))
+                t.start()
+                t.join(PROMPT)
+            results.append(await asyncio.gather(*tasks))
+            assert not event.is_set()
+        return results
+    assert aio(main) == [[True] * 5] * 2

@@ -485,22 +485,46 @@ def test_hostile_but_valid_input_is_accepted(world, call, result, count):
     assert world.ev._peek() in (count, None)
 
 
-# ---- efd.Semaphore and efd.Event: threading's rules ------------------------
+# ---- efd.Semaphore, efd.BoundedSemaphore and efd.Event: threading's rules -
 
+# `s` is Semaphore(5), `b` BoundedSemaphore(5) (at its bound), `e` an unset
+# Event, all on the backend under test.  A timeout that is not above zero is
+# not an error here (the drop-ins only try once, as threading does): see
+# test_dropins.py.  Messages name the argument the user passed.
 DROPINS = [
     ("efd.Semaphore(-1)",                    ValueError,     "value"),
-    ("efd.Semaphore('1')",                   TypeError,      ""),
-    ("efd.Semaphore(None)",                  TypeError,      ""),
-    ("efd.Semaphore(2**64)",                 OverflowError,  ""),
+    ("efd.Semaphore(-2**100)",               ValueError,     "value"),
+    ("efd.Semaphore('1')",                   TypeError,      "value"),
+    ("efd.Semaphore(1.5)",                   TypeError,      "value"),
+    ("efd.Semaphore(None)",                  TypeError,      "value"),
+    ("efd.Semaphore(2**64 - 1)",             ValueError,     "value"),
+    ("efd.Semaphore(2**64)",                 OverflowError,  "value"),
+    ("efd.Semaphore(Idx(1.5))",              TypeError,      "__index__"),
+    ("efd.Semaphore(Idx(Boom('x')))",        Boom,           "x"),
+    ("efd.Semaphore(value=-1)",              ValueError,     "value"),
+    ("efd.Semaphore(initval=1)",             TypeError,      "initval"),
+    ("efd.Semaphore(1, backend='nope')",     ValueError,     "backend"),
+    ("efd.BoundedSemaphore(-1)",             ValueError,     "value"),
+    ("efd.BoundedSemaphore(1.5)",            TypeError,      "value"),
+    ("efd.BoundedSemaphore(2**64)",          OverflowError,  "value"),
     ("s.release(0)",                         ValueError,     "n must be"),
     ("s.release(-1)",                        ValueError,     "n must be"),
     ("s.release(1.0)",                       TypeError,      "n must be"),
     ("s.release(MAX)",                       ValueError,     "maximum"),
     ("s.acquire(False, 1)",                  ValueError,     "timeout"),
-    ("s.acquire(timeout=-1)",                ValueError,     "timeout"),
+    ("s.acquire(False, -1)",                 ValueError,     "timeout"),
     ("s.acquire(timeout=NAN)",               ValueError,     "timeout"),
     ("s.acquire(timeout='1')",               TypeError,      "timeout"),
-    ("e.wait('1')",                          TypeError,      ""),
+    ("s.acquire(timeout=1j)",                TypeError,      "timeout"),
+    ("s.acquire(blocking=BadBool())",        RuntimeError,   "truth"),
+    ("b.release()",                          ValueError,     "too many times"),
+    ("b.release(2)",                         ValueError,     "too many times"),
+    ("b.release(2**64)",                     ValueError,     "too many times"),
+    ("b.release(0)",                         ValueError,     "n must be"),
+    ("b.release(1.0)",                       TypeError,      "n must be"),
+    ("b.release(Idx(Boom('x')))",            Boom,           "x"),
+    ("e.wait('1')",                          TypeError,      "timeout"),
+    ("e.wait(1j)",                           TypeError,      "timeout"),
 ]
 
 
@@ -508,16 +532,19 @@ DROPINS = [
 @pytest.mark.parametrize("call, exc, message", _rows(DROPINS))
 def test_dropins_reject_bad_input(backend, call, exc, message):
     s = efd.Semaphore(5, backend=backend)
+    b = efd.BoundedSemaphore(5, backend=backend)
     e = efd.Event(backend=backend)
     try:
         with pytest.raises(exc) as info:
-            made = eval(call, dict(globals(), s=s, e=e))
+            made = eval(call, dict(globals(), s=s, b=b, e=e))
             made.close()   # only reached if nothing was raised
         assert message in str(info.value)
         assert s._ev._peek() in (5, None)
+        assert b._ev._peek() in (5, None)
         assert not e.is_set()
     finally:
         s.close()
+        b.close()
         e.close()
 
 

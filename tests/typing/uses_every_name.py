@@ -41,6 +41,7 @@ def counters() -> List[int]:
 async def waits() -> int:
     ev = efd.EventFD(1, semaphore=True)
     sem = efd.Semaphore(1)
+    bounded = efd.BoundedSemaphore(value=2, backend=None)
     event = efd.Event()
     try:
         got: bool = await ev.acquire_async(timeout=1.0)
@@ -52,19 +53,28 @@ async def waits() -> int:
             pass
         sem_ok: bool = await sem.acquire_async(timeout=0.5)
         sem.release()
+        as_sem: efd.Semaphore = bounded
+        with bounded:
+            pass
+        async with bounded:
+            pass
+        bounded_ok: bool = as_sem.acquire(timeout=-1)
+        bounded.release(n=1)
+        limit: int = efd.MAX
         event.set()
-        is_set: bool = event.is_set()
+        is_set: bool = event.is_set() and event.isSet()
         waited: bool = event.wait(timeout=0.1)
         waited_async: bool = await event.wait_async(timeout=0.1)
         event.clear()
-        fds: List[int] = [sem.fileno(), event.fileno()]
+        fds: List[int] = [sem.fileno(), bounded.fileno(), event.fileno()]
         timeout: Optional[float] = None
         assert sem.acquire(blocking=True, timeout=timeout)
         return int(got) + taken + int(sem_ok) + int(is_set) + int(waited) \
-            + int(waited_async) + len(fds)
+            + int(waited_async) + len(fds) + int(bounded_ok) + int(limit > 0)
     finally:
         ev.close()
         sem.close()
+        bounded.close()
         event.close()
 
 
