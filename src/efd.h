@@ -40,7 +40,9 @@
  * descriptor whose wake-up a dead process may have owed it. */
 #define EFD_RECHECK_MS 100
 
-/* The shared page of the memory backends (pipe, futex): see efd_shm.c. */
+/* The shared page of the memory backends (pipe, futex): see efd_shm.c.
+ * Its layout is part of each backend's magic number: change both together
+ * (processes running different layouts must not share a page). */
 struct efd_count {
     uint32_t magic;                 /* which backend made it */
     uint32_t semaphore;
@@ -49,6 +51,7 @@ struct efd_count {
     _Atomic uint32_t dirty;         /* readiness may lag: sync it */
     _Atomic uint32_t token;         /* the channel holds the token (changed
                                      * only under `lock`) */
+    _Atomic uint32_t locked;        /* someone holds `lock` -- or died in it */
     /* futex backend */
     _Atomic uint32_t seq;           /* the futex word */
     _Atomic uint32_t sleepers;      /* readers in FUTEX_WAIT */
@@ -68,6 +71,9 @@ typedef struct efd_impl {
     /* Memory backends: the count a write may not pass (EFD_MAX, or a
      * BoundedSemaphore's initial value). */
     uint64_t limit;
+    /* May channels be eventfds?  Only where this process's probe found
+     * eventfd working (a sandbox may kill a process that calls it). */
+    int chan_eventfd;
     /* Kernel backends: 1 if reads use preadv2(RWF_NOWAIT), which never
      * sleeps even if someone cleared O_NONBLOCK on the shared description;
      * 0 if the kernel lacks it (reads then poll first). */

@@ -87,9 +87,9 @@ efd_kernel_write(int fd, uint64_t value)
      * sleep in the kernel, where neither a timeout nor close() reaches it.
      * A write of more than 1 makes sure the flag is set (one fcntl); a
      * write of 1 does not fit only into a counter at exactly 2**64 - 2,
-     * and checking there would cost every release() a third more: it is
-     * the one case the docs leave (the wait loop sets the flag again
-     * whenever it starts to wait). */
+     * and checking there would cost every release() a third more: write()
+     * checks (efd_object.c), release(1) is the one case the docs leave
+     * (the wait loop sets the flag again whenever it starts to wait). */
     if (value > 1) {
         int err = efd_ensure_nonblock(fd);
         if (err)

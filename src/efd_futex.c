@@ -48,7 +48,7 @@
 
 #if defined(__linux__) && defined(SYS_futex)
 
-#define EFD_FUTEX_MAGIC 0x65666478u   /* "efdx" */
+#define EFD_FUTEX_MAGIC 0x65667802u   /* "ef", futex, layout 2 (efd_shm.c) */
 
 static long
 futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *ts)

@@ -87,6 +87,9 @@ alloc_object(PyTypeObject *type, efd_state *st)
     self->impl.fd = self->impl.wfd = self->impl.shmfd = -1;
     self->impl.cnt = NULL;
     self->impl.limit = EFD_MAX;
+    /* No probe for this: a forced memory backend must not call eventfd2
+     * where it has not been seen to work (a sandbox may kill for it). */
+    self->impl.chan_eventfd = st->probed && st->err_plain == 0;
     self->impl.nowait = 0;
     self->closed = 1;            /* until a backend has opened it */
     self->detached = 0;
@@ -418,6 +421,12 @@ eventfd_write_method(eventfd_object *self, PyObject *const *args, Py_ssize_t nar
     CHECK_OPEN(self);
     if (value > EFD_MAX)
         return efd_err_errno(EINVAL);       /* the syscall's answer */
+    /* write() keeps the syscall's semantics exactly, so it makes sure the
+     * description is non-blocking even for a write of 1 (which
+     * efd_kernel_write leaves to the wait loop, for release()'s sake). */
+    if (self->impl.ops->syscall_always
+            && (r = efd_ensure_nonblock(self->impl.fd)) != 0)
+        return efd_err_errno(r);
     r = efd_wait(self, EFD_OP_WRITE, &value, !self->nonblocking, EFD_FOREVER);
     if (r < 0)
         return NULL;

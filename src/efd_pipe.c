@@ -20,7 +20,7 @@
 #include <errno.h>
 #include <sys/stat.h>
 
-#define EFD_PIPE_MAGIC 0x65666470u      /* "efdp" */
+#define EFD_PIPE_MAGIC 0x65667002u      /* "ef", pipe, layout 2 (efd_shm.c) */
 
 static int
 pipe_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec)

@@ -327,12 +327,14 @@ sync_token(efd_impl *impl)
 #endif
         if (r != 0)
             return;     /* busy: its holder looks at `dirty` after unlocking */
+        atomic_store(&c->locked, 1);
         atomic_store(&c->dirty, 0);
         sync_locked(impl, died);
 #ifdef EFD_ROBUST
         if (died)
             pthread_mutex_consistent(&c->lock);
 #endif
+        atomic_store(&c->locked, 0);
         pthread_mutex_unlock(&c->lock);
         if (!atomic_load(&c->dirty))
             return;
@@ -341,14 +343,18 @@ sync_token(efd_impl *impl)
 
 /* After a change that left the count at `now`: sync readiness if it
  * disagrees -- which a crossing of zero makes so, and which a process that
- * died before its sync leaves so, for whoever comes next to notice. */
+ * died before its sync leaves so -- or if the lock looks held, which may
+ * mean that its holder died in it (the token flag is then not to be
+ * trusted; trying the lock tells, and repairs).  So whoever comes next
+ * notices a death. */
 static inline void
 after_change(efd_impl *impl, uint64_t now)
 {
     struct efd_count *c = impl->cnt;
     if (atomic_load(&c->armed)
-            && (now > 0) != (atomic_load_explicit(&c->token,
-                                                  memory_order_relaxed) != 0))
+            && ((now > 0) != (atomic_load_explicit(&c->token,
+                                                   memory_order_relaxed) != 0)
+                || atomic_load_explicit(&c->locked, memory_order_relaxed)))
         sync_token(impl);
 }
 
@@ -450,7 +456,8 @@ efd_count_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec,
         return err;
     impl->cnt = c = (struct efd_count *)map;
     if ((err = lock_init(&c->lock)) != 0
-            || (err = efd_chan_open(&impl->fd, &impl->wfd, channel_eventfd,
+            || (err = efd_chan_open(&impl->fd, &impl->wfd,
+                                    channel_eventfd && impl->chan_eventfd,
                                     cloexec)) != 0) {
         efd_count_close(impl);
         return err;

@@ -139,7 +139,9 @@ waiter_start(eventfd_object *self, int op)
         w->wfd = self->spare_wfd;
         self->spare_rfd = self->spare_wfd = -1;
     }
-    else if ((err = efd_chan_open(&w->rfd, &w->wfd, 1, 1)) != 0) {
+    else if ((err = efd_chan_open(&w->rfd, &w->wfd,
+                                  self->impl.ops->syscall_always
+                                  || self->impl.chan_eventfd, 1)) != 0) {
         if (err != EMFILE && err != ENFILE && err != ENOMEM) {
             PyMem_RawFree(w);
             efd_err_errno(err);
