@@ -35,7 +35,7 @@ __all__ = [
     "Event",
 ]
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 #: The largest count an EventFD can hold: ``2**64 - 2``.
 MAX = 2**64 - 2
