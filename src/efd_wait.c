@@ -302,12 +302,15 @@ efd_attempt(eventfd_object *self, int op, uint64_t *value)
 {
     efd_impl *impl = &self->impl;
     int err;
-    if (!impl->ops->syscall_always || op != EFD_OP_WRITE)
+    if (op != EFD_OP_WRITE
+            || (!impl->ops->syscall_always && self->waiters == NULL))
         return attempt(impl, op, value);
     /* Writes on the kernel backends run without the GIL: a write to a full
      * counter whose O_NONBLOCK someone cleared would sleep in the kernel,
      * and a thread of this process that the write wakes can then take the
-     * GIL at once (a cross-thread ping-pong costs half as much). */
+     * GIL at once (a cross-thread ping-pong costs half as much).  The
+     * memory backends' writes never sleep, and drop the GIL only when a
+     * thread of this process waits, for that hand-off. */
     efd_enter(self);
     Py_BEGIN_ALLOW_THREADS
     err = attempt(impl, op, value);
