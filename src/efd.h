@@ -54,8 +54,10 @@ struct efd_count {
     _Atomic uint32_t locked;        /* someone holds `lock` -- or died in it */
     /* futex backend */
     _Atomic uint32_t seq;           /* the futex word */
-    _Atomic uint32_t sleepers;      /* readers in FUTEX_WAIT */
-    _Atomic uint32_t watchers;      /* readiness waiters in FUTEX_WAIT */
+    /* Readers / readiness waiters in FUTEX_WAIT: an epoch in the high
+     * half, a count in the low half (see efd_futex.c). */
+    _Atomic uint64_t sleepers;
+    _Atomic uint64_t watchers;
     pthread_mutex_t lock;           /* process-shared, robust; guards token */
 };
 
@@ -68,9 +70,6 @@ typedef struct efd_impl {
     int shmfd;          /* memory backends: the shared page's fd; else -1 */
     struct efd_count *cnt;  /* memory backends: the mapping; else NULL */
     int semaphore;      /* reads take 1 (semaphore) or everything */
-    /* Memory backends: the count a write may not pass (EFD_MAX, or a
-     * BoundedSemaphore's initial value). */
-    uint64_t limit;
     /* May channels be eventfds?  Only where this process's probe found
      * eventfd working (a sandbox may kill a process that calls it). */
     int chan_eventfd;
@@ -113,6 +112,9 @@ typedef struct efd_backend {
     int (*try_read)(efd_impl *impl, uint64_t *value);
     /* One non-blocking write of `value` (value <= EFD_MAX; 0 allowed). */
     int (*try_write)(efd_impl *impl, uint64_t value);
+    /* Optional (memory backends): the same, refusing (EAGAIN) to take the
+     * count past `limit` in the same atomic step: BoundedSemaphore. */
+    int (*try_write_limit)(efd_impl *impl, uint64_t value, uint64_t limit);
     /* Where to wait for a read (for_write == 0) or a write. */
     void (*waitspec)(efd_impl *impl, int for_write, efd_waitspec *ws);
     /* Current count without consuming it; ENOTSUP if unknown. */
@@ -190,6 +192,7 @@ int efd_count_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore,
                     uint32_t magic);
 int efd_count_try_read(efd_impl *impl, uint64_t *value);
 int efd_count_try_write(efd_impl *impl, uint64_t value);
+int efd_count_try_write_limit(efd_impl *impl, uint64_t value, uint64_t limit);
 int efd_count_peek(efd_impl *impl, uint64_t *value);
 int efd_count_repair(efd_impl *impl);
 void efd_count_arm(efd_impl *impl);

@@ -256,7 +256,7 @@ efd_ev_close(efd_impl *impl)
 }
 
 const efd_backend efd_backend_eventfd = {
-    "eventfd", 1, ev_open, efd_ev_adopt, ev_try_read, efd_ev_try_write,
+    "eventfd", 1, ev_open, efd_ev_adopt, ev_try_read, efd_ev_try_write, NULL,
     efd_ev_waitspec, efd_ev_peek, NULL, NULL, NULL, NULL, NULL, NULL,
     efd_ev_fds, efd_ev_close,
 };
@@ -277,7 +277,7 @@ int efd_fd_is_eventfd(int fd)
 }
 
 const efd_backend efd_backend_eventfd = { "eventfd", 1, NULL, NULL, NULL, NULL,
-                                          NULL, NULL, NULL, NULL, NULL, NULL,
+                                          NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                                           NULL, NULL, NULL, NULL };
 
 #endif /* EFD_HAVE_EVENTFD */

@@ -31,8 +31,9 @@
  * a death is repaired as efd_shm.c says.  A sleeper that a release chose
  * and that then died would leave the unit unclaimed while others sleep, so
  * sleepers never sleep longer than EFD_RECHECK_MS before looking again.  A
- * sleeper killed in its sleep leaves its count behind, which only costs
- * releasers a needless FUTEX_WAKE.
+ * sleeper killed in its sleep leaves its count behind; the first release
+ * whose FUTEX_WAKE then finds nobody asleep clears it (see the epochs
+ * below), so afterwards releases make no system call again.
  */
 #include "efd.h"
 
@@ -48,7 +49,7 @@
 
 #if defined(__linux__) && defined(SYS_futex)
 
-#define EFD_FUTEX_MAGIC 0x65667802u   /* "ef", futex, layout 2 (efd_shm.c) */
+#define EFD_FUTEX_MAGIC 0x65667803u   /* "ef", futex, layout 3 (efd_shm.c) */
 
 static long
 futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *ts)
@@ -64,28 +65,72 @@ efd_futex_probe(void)
     return futex(&word, FUTEX_WAKE, 1, NULL) < 0 ? errno : 0;
 }
 
-static void
-wake(struct efd_count *c, int n)
+/* Sleeper counts.  The low 32 bits count the sleepers, the high 32 bits
+ * are an epoch.  A sleeper killed in its sleep cannot take itself off the
+ * count; a waker whose FUTEX_WAKE found nobody asleep therefore starts a
+ * new epoch with a count of 0 (if the word has not changed meanwhile), and
+ * a sleeper leaving takes itself off only if its epoch is still current.
+ * A live sleeper that counted itself but was not yet asleep when that
+ * happened cannot sleep through it: the waker changed `seq` first, so its
+ * FUTEX_WAIT returns at once, and it looks at the count again. */
+static inline uint32_t
+sleeping(uint64_t word)
 {
+    return (uint32_t)word;
+}
+
+static uint32_t
+sleep_enter(_Atomic uint64_t *who)
+{
+    return (uint32_t)(atomic_fetch_add(who, 1) >> 32);
+}
+
+static void
+sleep_leave(_Atomic uint64_t *who, uint32_t epoch)
+{
+    uint64_t w = atomic_load(who);
+    while ((uint32_t)(w >> 32) == epoch && sleeping(w) > 0
+           && !atomic_compare_exchange_weak(who, &w, w - 1))
+        ;
+}
+
+/* Wake up to n sleepers of `who` (seen as `word`); forget the counted ones
+ * if none was actually asleep (they died in their sleep). */
+static void
+wake(struct efd_count *c, _Atomic uint64_t *who, uint64_t word, int n)
+{
+    long woken;
     atomic_fetch_add(&c->seq, 1);
-    (void)futex(&c->seq, FUTEX_WAKE, (uint32_t)n, NULL);
+    woken = futex(&c->seq, FUTEX_WAKE, (uint32_t)n, NULL);
+    if (woken == 0) {
+        uint64_t fresh = ((word >> 32) + 1) << 32;
+        (void)atomic_compare_exchange_strong(who, &word, fresh);
+    }
 }
 
 static int
-fx_try_write(efd_impl *impl, uint64_t value)
+fx_try_write_limit(efd_impl *impl, uint64_t value, uint64_t limit)
 {
     struct efd_count *c = impl->cnt;
-    int err = efd_count_try_write(impl, value);
+    uint64_t w;
+    int err = efd_count_try_write_limit(impl, value, limit);
     if (err || value == 0)
         return err;
     /* After the count (sequentially consistent): a sleeper that counted
      * itself before our add is seen here; one that counts itself after it
      * sees the units. */
-    if (atomic_load(&c->watchers) > 0)
-        wake(c, INT_MAX);
-    else if (atomic_load(&c->sleepers) > 0)
-        wake(c, !impl->semaphore ? 1 : value < INT_MAX ? (int)value : INT_MAX);
+    if (sleeping(w = atomic_load(&c->watchers)) > 0)
+        wake(c, &c->watchers, w, INT_MAX);
+    else if (sleeping(w = atomic_load(&c->sleepers)) > 0)
+        wake(c, &c->sleepers, w, !impl->semaphore ? 1
+             : value < INT_MAX ? (int)value : INT_MAX);
     return 0;
+}
+
+static int
+fx_try_write(efd_impl *impl, uint64_t value)
+{
+    return fx_try_write_limit(impl, value, EFD_MAX);
 }
 
 static void
@@ -106,7 +151,8 @@ static int
 fx_block(efd_impl *impl, int kind, uint32_t ticket, int ms)
 {
     struct efd_count *c = impl->cnt;
-    _Atomic uint32_t *who = NULL;
+    _Atomic uint64_t *who = NULL;
+    uint32_t epoch = 0;
     struct timespec ts;
     int err = 0;
 
@@ -119,9 +165,9 @@ fx_block(efd_impl *impl, int kind, uint32_t ticket, int ms)
         if (ms < 0 || ms > EFD_RECHECK_MS)
             ms = EFD_RECHECK_MS;
         who = kind == EFD_BLOCK_READY ? &c->watchers : &c->sleepers;
-        atomic_fetch_add(who, 1);
+        epoch = sleep_enter(who);
         if (atomic_load(&c->count) > 0) {
-            atomic_fetch_sub(who, 1);
+            sleep_leave(who, epoch);
             return 0;
         }
     }
@@ -131,7 +177,7 @@ fx_block(efd_impl *impl, int kind, uint32_t ticket, int ms)
             && errno != EAGAIN && errno != ETIMEDOUT)
         err = errno;
     if (who != NULL)
-        atomic_fetch_sub(who, 1);
+        sleep_leave(who, epoch);
     return err;
 }
 
@@ -139,13 +185,16 @@ static void
 fx_interrupt(efd_impl *impl, int all)
 {
     struct efd_count *c = impl->cnt;
-    if (all)
-        wake(c, INT_MAX);
+    uint64_t w;
+    if (all) {
+        atomic_fetch_add(&c->seq, 1);
+        (void)futex(&c->seq, FUTEX_WAKE, INT_MAX, NULL);
+    }
     else if (atomic_load(&c->count) > 0) {
-        if (atomic_load(&c->watchers) > 0)
-            wake(c, INT_MAX);
-        else if (atomic_load(&c->sleepers) > 0)
-            wake(c, 1);
+        if (sleeping(w = atomic_load(&c->watchers)) > 0)
+            wake(c, &c->watchers, w, INT_MAX);
+        else if (sleeping(w = atomic_load(&c->sleepers)) > 0)
+            wake(c, &c->sleepers, w, 1);
     }
 }
 
@@ -168,7 +217,7 @@ fx_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore)
 
 const efd_backend efd_backend_futex = {
     "futex", 0, fx_open, fx_adopt, efd_count_try_read, fx_try_write,
-    fx_waitspec, efd_count_peek, efd_count_repair, NULL, efd_count_arm,
+    fx_try_write_limit, fx_waitspec, efd_count_peek, efd_count_repair, NULL, efd_count_arm,
     fx_ticket, fx_block, fx_interrupt, efd_count_fds, efd_count_close,
 };
 
@@ -182,7 +231,7 @@ efd_futex_probe(void)
 
 const efd_backend efd_backend_futex = {
     "futex", 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL, NULL,
 };
 
 #endif

@@ -86,7 +86,6 @@ alloc_object(PyTypeObject *type, efd_state *st)
     self->impl.ops = NULL;
     self->impl.fd = self->impl.wfd = self->impl.shmfd = -1;
     self->impl.cnt = NULL;
-    self->impl.limit = EFD_MAX;
     /* No probe for this: a forced memory backend must not call eventfd2
      * where it has not been seen to work (a sandbox may kill for it). */
     self->impl.chan_eventfd = st->probed && st->err_plain == 0;

@@ -351,10 +351,11 @@ static inline void
 after_change(efd_impl *impl, uint64_t now)
 {
     struct efd_count *c = impl->cnt;
+    /* Sequentially consistent loads: they must not be ordered before the
+     * count change that precedes them (the protocol relies on it). */
     if (atomic_load(&c->armed)
-            && ((now > 0) != (atomic_load_explicit(&c->token,
-                                                   memory_order_relaxed) != 0)
-                || atomic_load_explicit(&c->locked, memory_order_relaxed)))
+            && ((now > 0) != (atomic_load(&c->token) != 0)
+                || atomic_load(&c->locked)))
         sync_token(impl);
 }
 
@@ -364,8 +365,13 @@ efd_count_try_read(efd_impl *impl, uint64_t *value)
     _Atomic uint64_t *count = &impl->cnt->count;
     uint64_t c = atomic_load(count), take;
     do {
-        if (c == 0)
+        if (c == 0) {
+            /* Nothing to take.  If the channel still holds a token (its
+             * owner died before taking it), take it: a caller that loops
+             * on select() and a failed read must not spin. */
+            after_change(impl, 0);
             return EAGAIN;
+        }
         take = impl->semaphore ? 1 : c;
     } while (!atomic_compare_exchange_weak(count, &c, c - take));
     after_change(impl, c - take);
@@ -374,7 +380,7 @@ efd_count_try_read(efd_impl *impl, uint64_t *value)
 }
 
 int
-efd_count_try_write(efd_impl *impl, uint64_t value)
+efd_count_try_write_limit(efd_impl *impl, uint64_t value, uint64_t limit)
 {
     _Atomic uint64_t *count = &impl->cnt->count;
     uint64_t c;
@@ -382,11 +388,17 @@ efd_count_try_write(efd_impl *impl, uint64_t value)
         return 0;
     c = atomic_load(count);
     do {
-        if (value > impl->limit || c > impl->limit - value)
+        if (value > limit || c > limit - value)
             return EAGAIN;
     } while (!atomic_compare_exchange_weak(count, &c, c + value));
     after_change(impl, c + value);
     return 0;
+}
+
+int
+efd_count_try_write(efd_impl *impl, uint64_t value)
+{
+    return efd_count_try_write_limit(impl, value, EFD_MAX);
 }
 
 int

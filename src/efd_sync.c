@@ -136,8 +136,29 @@ sync_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     if (sync_check_ev(ev, st) < 0)
         return NULL;
-    if (bound_obj != Py_None && efd_to_u64(bound_obj, "bound", &bound) < 0)
+    if (bound_obj != Py_None) {
+        if (efd_to_u64(bound_obj, "bound", &bound) < 0)
+            return NULL;
+        if (bound > EFD_MAX) {
+            PyErr_SetString(PyExc_ValueError,
+                            "bound must be at most 2**64 - 2");
+            return NULL;
+        }
+    }
+    if (((eventfd_object *)ev)->closed) {
+        efd_err_closed();
         return NULL;
+    }
+    /* A semaphore takes one unit per acquire; an event's flag is a count
+     * that clear() empties: the EventFD's mode must say so. */
+    if (((eventfd_object *)ev)->impl.semaphore
+            != PyType_IsSubtype(type, st->Semaphore_type)) {
+        PyErr_Format(PyExc_ValueError, "%s needs a %s-mode EventFD",
+                     type->tp_name,
+                     ((eventfd_object *)ev)->impl.semaphore ? "counter"
+                                                            : "semaphore");
+        return NULL;
+    }
     self = (sync_object *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
@@ -145,10 +166,6 @@ sync_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->ev = (eventfd_object *)ev;
     self->bounded = bound_obj != Py_None;
     self->bound = bound;
-    /* A bounded count on a memory backend: its compare-and-swap enforces
-     * the bound (every release of this process, whatever its path). */
-    if (self->bounded && self->ev->impl.cnt != NULL)
-        self->ev->impl.limit = bound;
     self->weakreflist = NULL;
     return (PyObject *)self;
 }
@@ -237,10 +254,10 @@ sem_release(sync_object *self, PyObject *const *args, Py_ssize_t nargs,
         efd_impl *impl = &self->ev->impl;
         if (n > self->bound)
             goto too_many;
-        if (impl->cnt != NULL) {
+        if (impl->ops->try_write_limit != NULL) {
             /* A memory backend, whose count refuses to pass the bound in
              * the same compare-and-swap that adds: exact across processes. */
-            err = efd_attempt(self->ev, EFD_OP_WRITE, &n);
+            err = impl->ops->try_write_limit(impl, n, self->bound);
             if (err == EAGAIN)
                 goto too_many;
             if (err)
