@@ -99,14 +99,35 @@ void efd_leave(eventfd_object *self);
 /* Wake every waiter in efd_wait() whose op is `op` (-1: all). */
 void efd_wake_waiters(eventfd_object *self, int op);
 
+/* Whether the int v is below zero (without 3.14's deprecated
+ * _PyLong_Sign). */
+int efd_long_is_negative(PyObject *v);
+
 /* An integer argument as uint64_t: TypeError for non-integers (floats
  * too), ValueError if negative, OverflowError past 64 bits; each message
  * names `what`. */
 int efd_to_u64(PyObject *obj, const char *what, uint64_t *out);
 
 /* A timeout argument: None -> EFD_FOREVER, else non-negative seconds
- * (inf, or a number too large for a double, -> EFD_FOREVER). */
+ * (inf, or a number too large for a double, -> EFD_FOREVER).  `rules`:
+ *   EFD_TIMEOUT_STRICT     EventFD's: negative or NaN is ValueError;
+ *   EFD_TIMEOUT_THREADING  the semaphores': not above zero -> 0 (only
+ *                          try), NaN is ValueError (as _thread's locks);
+ *   EFD_TIMEOUT_LOOK       Event.wait's: not above zero or NaN -> 0. */
+enum { EFD_TIMEOUT_STRICT, EFD_TIMEOUT_THREADING, EFD_TIMEOUT_LOOK };
+int efd_to_timeout_ex(PyObject *obj, int rules, double *out);
 int efd_to_timeout(PyObject *obj, double *out);
+
+/* acquire(blocking=True, timeout=None)'s arguments, with `rules` for the
+ * timeout (a timeout with blocking=False is ValueError, as in threading). */
+int efd_parse_acquire(PyObject *const *args, Py_ssize_t nargs,
+                      PyObject *kwnames, int rules, int *blocking,
+                      double *timeout);
+
+/* release(n=1)'s argument: TypeError for a non-integer, ValueError below
+ * one; *too_big when it does not fit in 64 bits (the caller words it). */
+int efd_parse_release(PyObject *const *args, Py_ssize_t nargs,
+                      PyObject *kwnames, uint64_t *n, int *too_big);
 
 /* Release what the object holds now if nobody is inside it; otherwise
  * wake the waiters and leave the final close to the last of them. */
@@ -122,6 +143,9 @@ PyObject *efd_err_closed(void);
 
 /* OSError for a backend errno. */
 PyObject *efd_err_errno(int err);
+
+/* ValueError: release(n) would pass the maximum count. */
+PyObject *efd_err_past_max(uint64_t n);
 
 /* METH_FASTCALL | METH_KEYWORDS argument parsing: fill out[0..n) from the
  * positional args and keywords by the names in `names` (NULL-terminated;

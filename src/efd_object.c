@@ -438,27 +438,13 @@ static PyObject *
 eventfd_acquire(eventfd_object *self, PyObject *const *args, Py_ssize_t nargs,
                 PyObject *kwnames)
 {
-    static const char *const names[] = {"blocking", "timeout", NULL};
-    PyObject *a[2];
-    int blocking = 1, r;
-    double timeout = EFD_FOREVER;
+    int blocking, r;
+    double timeout;
     uint64_t value;
 
-    if (nargs > 0 || kwnames != NULL) {
-        if (efd_parse_args("acquire", names, 2, args, nargs, kwnames, a) < 0)
-            return NULL;
-        if (a[0] != NULL && (blocking = PyObject_IsTrue(a[0])) < 0)
-            return NULL;
-        if (a[1] != NULL && a[1] != Py_None) {
-            if (!blocking) {
-                PyErr_SetString(PyExc_ValueError,
-                                "can't specify timeout for non-blocking acquire");
-                return NULL;
-            }
-            if (efd_to_timeout(a[1], &timeout) < 0)
-                return NULL;
-        }
-    }
+    if (efd_parse_acquire(args, nargs, kwnames, EFD_TIMEOUT_STRICT,
+                          &blocking, &timeout) < 0)
+        return NULL;
     CHECK_OPEN(self);
     r = efd_wait(self, EFD_OP_READ, &value, blocking, timeout);
     if (r < 0)
@@ -470,33 +456,15 @@ static PyObject *
 eventfd_release(eventfd_object *self, PyObject *const *args, Py_ssize_t nargs,
                 PyObject *kwnames)
 {
-    static const char *const names[] = {"n", NULL};
-    PyObject *a[1];
-    uint64_t n = 1;
-    int err;
+    uint64_t n;
+    int err, too_big;
 
-    if (nargs > 0 || kwnames != NULL) {
-        if (efd_parse_args("release", names, 1, args, nargs, kwnames, a) < 0)
-            return NULL;
-        if (a[0] != NULL) {
-            if (efd_to_u64(a[0], "n", &n) < 0) {
-                if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
-                    PyErr_Clear();
-                    PyErr_SetString(PyExc_ValueError,
-                                    "n is larger than an EventFD can hold "
-                                    "(2**64 - 2)");
-                }
-                else if (PyErr_ExceptionMatches(PyExc_ValueError)) {
-                    PyErr_Clear();
-                    PyErr_SetString(PyExc_ValueError, "n must be one or more");
-                }
-                return NULL;
-            }
-            if (n < 1) {
-                PyErr_SetString(PyExc_ValueError, "n must be one or more");
-                return NULL;
-            }
-        }
+    if (efd_parse_release(args, nargs, kwnames, &n, &too_big) < 0)
+        return NULL;
+    if (too_big) {
+        PyErr_SetString(PyExc_ValueError,
+                        "n is larger than an EventFD can hold (2**64 - 2)");
+        return NULL;
     }
     CHECK_OPEN(self);
     /* One try, never waiting (on the kernel backends without the GIL: see
@@ -506,10 +474,7 @@ eventfd_release(eventfd_object *self, PyObject *const *args, Py_ssize_t nargs,
         Py_RETURN_NONE;
     if (err != EAGAIN)
         return efd_err_errno(err);
-    PyErr_Format(PyExc_ValueError,
-                 "release(%llu) would pass the maximum count 2**64 - 2",
-                 (unsigned long long)n);
-    return NULL;
+    return efd_err_past_max(n);
 }
 
 static PyObject *

@@ -41,56 +41,6 @@ sync_check_ev(PyObject *ev, efd_state *st)
             return efd_err_closed();                       \
     } while (0)
 
-/* threading's reading of a timeout: None or +inf (or a number too large
- * for a double) -> no limit; not above zero -> only try; NaN -> `nan`
- * (Event.wait only looks; the semaphores raise, as _thread's locks do). */
-static int
-threading_timeout(PyObject *obj, int nan_only_looks, double *out)
-{
-    double t;
-    if (obj == NULL || obj == Py_None) {
-        *out = EFD_FOREVER;
-        return 0;
-    }
-    if (PyUnicode_Check(obj) || PyBytes_Check(obj) || PyByteArray_Check(obj))
-        goto type_error;
-    t = PyFloat_AsDouble(obj);
-    if (t == -1.0 && PyErr_Occurred()) {
-        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
-            PyErr_Clear();
-            goto type_error;
-        }
-        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
-            PyObject *zero = PyLong_FromLong(0);
-            int positive;
-            PyErr_Clear();
-            if (zero == NULL)
-                return -1;
-            positive = PyObject_RichCompareBool(obj, zero, Py_GT);
-            Py_DECREF(zero);
-            if (positive < 0)
-                return -1;
-            *out = positive ? EFD_FOREVER : 0.0;
-            return 0;
-        }
-        return -1;
-    }
-    if (isnan(t)) {
-        if (nan_only_looks) {
-            *out = 0.0;
-            return 0;
-        }
-        PyErr_SetString(PyExc_ValueError, "timeout must not be NaN");
-        return -1;
-    }
-    *out = isinf(t) && t > 0 ? EFD_FOREVER : t > 0 ? t : 0.0;
-    return 0;
-type_error:
-    PyErr_Format(PyExc_TypeError, "timeout must be a number or None, not %.100s",
-                 Py_TYPE(obj)->tp_name);
-    return -1;
-}
-
 /* ---- common ------------------------------------------------------------ */
 
 static int
@@ -184,27 +134,13 @@ static PyObject *
 sem_acquire(sync_object *self, PyObject *const *args, Py_ssize_t nargs,
             PyObject *kwnames)
 {
-    static const char *const names[] = {"blocking", "timeout", NULL};
-    PyObject *a[2];
-    int blocking = 1, r;
-    double timeout = EFD_FOREVER;
+    int blocking, r;
+    double timeout;
     uint64_t value;
 
-    if (nargs > 0 || kwnames != NULL) {
-        if (efd_parse_args("acquire", names, 2, args, nargs, kwnames, a) < 0)
-            return NULL;
-        if (a[0] != NULL && (blocking = PyObject_IsTrue(a[0])) < 0)
-            return NULL;
-        if (a[1] != NULL && a[1] != Py_None) {
-            if (!blocking) {
-                PyErr_SetString(PyExc_ValueError,
-                                "can't specify timeout for non-blocking acquire");
-                return NULL;
-            }
-            if (threading_timeout(a[1], 0, &timeout) < 0)
-                return NULL;
-        }
-    }
+    if (efd_parse_acquire(args, nargs, kwnames, EFD_TIMEOUT_THREADING,
+                          &blocking, &timeout) < 0)
+        return NULL;
     EV_OPEN(self);
     r = efd_wait(self->ev, EFD_OP_READ, &value, blocking && timeout != 0,
                  timeout);
@@ -218,36 +154,17 @@ static PyObject *
 sem_release(sync_object *self, PyObject *const *args, Py_ssize_t nargs,
             PyObject *kwnames)
 {
-    static const char *const names[] = {"n", NULL};
-    PyObject *a[1];
-    uint64_t n = 1, now;
-    int err;
+    uint64_t n, now;
+    int err, too_big;
 
-    if (nargs > 0 || kwnames != NULL) {
-        if (efd_parse_args("release", names, 1, args, nargs, kwnames, a) < 0)
-            return NULL;
-        if (a[0] != NULL) {
-            if (efd_to_u64(a[0], "n", &n) < 0) {
-                if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
-                    /* Past 64 bits: more than any count can hold. */
-                    PyErr_Clear();
-                    if (self->bounded)
-                        goto too_many;
-                    PyErr_SetString(PyExc_ValueError,
-                                    "n is larger than a semaphore can hold "
-                                    "(2**64 - 2)");
-                    return NULL;
-                }
-                if (!PyErr_ExceptionMatches(PyExc_ValueError))
-                    return NULL;
-                n = 0;          /* negative: threading's message below */
-                PyErr_Clear();
-            }
-            if (n < 1) {
-                PyErr_SetString(PyExc_ValueError, "n must be one or more");
-                return NULL;
-            }
-        }
+    if (efd_parse_release(args, nargs, kwnames, &n, &too_big) < 0)
+        return NULL;
+    if (too_big) {
+        if (self->bounded)
+            goto too_many;
+        PyErr_SetString(PyExc_ValueError,
+                        "n is larger than a semaphore can hold (2**64 - 2)");
+        return NULL;
     }
     EV_OPEN(self);
     if (self->bounded) {
@@ -278,15 +195,12 @@ sem_release(sync_object *self, PyObject *const *args, Py_ssize_t nargs,
         err = impl->ops->try_write(impl, n);
     }
     else
-        err = efd_attempt(self->ev, EFD_OP_WRITE, &n);
+        err = n <= EFD_MAX ? efd_attempt(self->ev, EFD_OP_WRITE, &n) : EAGAIN;
     if (err == 0)
         Py_RETURN_NONE;
     if (err != EAGAIN)
         return efd_err_errno(err);
-    PyErr_Format(PyExc_ValueError,
-                 "release(%llu) would pass the maximum count 2**64 - 2",
-                 (unsigned long long)n);
-    return NULL;
+    return efd_err_past_max(n);
 too_many:
     PyErr_SetString(PyExc_ValueError, "Semaphore released too many times");
     return NULL;
@@ -422,7 +336,7 @@ event_wait(sync_object *self, PyObject *const *args, Py_ssize_t nargs,
     if ((nargs > 0 || kwnames != NULL)
             && efd_parse_args("wait", names, 1, args, nargs, kwnames, a) < 0)
         return NULL;
-    if (threading_timeout(a[0], 1, &timeout) < 0)
+    if (efd_to_timeout_ex(a[0], EFD_TIMEOUT_LOOK, &timeout) < 0)
         return NULL;
     EV_OPEN(self);
     r = efd_wait(self->ev, EFD_OP_READY, &unused, timeout != 0, timeout);

@@ -19,6 +19,15 @@ efd_err_closed(void)
 }
 
 PyObject *
+efd_err_past_max(uint64_t n)
+{
+    PyErr_Format(PyExc_ValueError,
+                 "release(%llu) would pass the maximum count 2**64 - 2",
+                 (unsigned long long)n);
+    return NULL;
+}
+
+PyObject *
 efd_err_errno(int err)
 {
     errno = err;
@@ -91,6 +100,18 @@ efd_parse_args(const char *fname, const char *const *names, int npos,
  * TypeError; negative values a ValueError; values >= 2**64 OverflowError.
  * Objects with __index__ are accepted, as everywhere in Python. */
 int
+efd_long_is_negative(PyObject *v)
+{
+#if PY_VERSION_HEX >= 0x030E0000
+    int sign = 0;
+    (void)PyLong_GetSign(v, &sign);     /* v is an int: cannot fail */
+    return sign < 0;
+#else
+    return _PyLong_Sign(v) < 0;         /* PyLong_GetSign is new in 3.14 */
+#endif
+}
+
+int
 efd_to_u64(PyObject *obj, const char *what, uint64_t *out)
 {
     PyObject *idx;
@@ -104,7 +125,7 @@ efd_to_u64(PyObject *obj, const char *what, uint64_t *out)
     idx = PyNumber_Index(obj);
     if (idx == NULL)
         return -1;
-    if (_PyLong_Sign(idx) < 0) {
+    if (efd_long_is_negative(idx)) {
         PyErr_Format(PyExc_ValueError, "%s must be non-negative, not %R",
                      what, idx);
         Py_DECREF(idx);
@@ -123,13 +144,25 @@ efd_to_u64(PyObject *obj, const char *what, uint64_t *out)
     return 0;
 }
 
-/* timeout: None (or absent) -> EFD_FOREVER; a non-negative real number of
- * seconds.  inf means no deadline.  Anything float() cannot take (str,
- * bytes, complex, ...) is a TypeError naming the argument. */
+/* obj <op> 0, for numbers a double cannot show: 1, 0, or -1 with an
+ * exception. */
+static int
+compare_zero(PyObject *obj, int op)
+{
+    PyObject *zero = PyLong_FromLong(0);
+    int r;
+    if (zero == NULL)
+        return -1;
+    r = PyObject_RichCompareBool(obj, zero, op);
+    Py_DECREF(zero);
+    return r;
+}
+
 int
-efd_to_timeout(PyObject *obj, double *out)
+efd_to_timeout_ex(PyObject *obj, int rules, double *out)
 {
     double t;
+    int positive;
     if (obj == NULL || obj == Py_None) {
         *out = EFD_FOREVER;
         return 0;
@@ -141,54 +174,119 @@ efd_to_timeout(PyObject *obj, double *out)
             PyErr_Format(PyExc_TypeError,
                          "timeout must be a number or None, not %.100s",
                          Py_TYPE(obj)->tp_name);
+            return -1;
         }
-        else if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
-            /* A number too large for a double (an int, a Fraction, ...):
-             * a huge positive one means no limit. */
-            PyObject *zero = PyLong_FromLong(0);
-            int positive;
-            PyErr_Clear();
-            if (zero == NULL)
-                return -1;
-            positive = PyObject_RichCompareBool(obj, zero, Py_GT);
-            Py_DECREF(zero);
-            if (positive < 0)
-                return -1;
-            if (positive) {
-                *out = EFD_FOREVER;
-                return 0;
-            }
-            PyErr_Format(PyExc_ValueError,
-                         "timeout must be a non-negative number, not a "
-                         "negative %.100s too large for a float",
-                         Py_TYPE(obj)->tp_name);
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+            return -1;
+        /* A number too large for a double (an int, a Fraction, ...): a
+         * huge positive one means no limit. */
+        PyErr_Clear();
+        if ((positive = compare_zero(obj, Py_GT)) < 0)
+            return -1;
+        if (positive) {
+            *out = EFD_FOREVER;
+            return 0;
         }
-        return -1;
+        t = -1.0;
     }
-    if (isnan(t)) {
-        PyErr_SetString(PyExc_ValueError, "timeout must not be NaN");
-        return -1;
-    }
-    if (t == 0 && signbit(t) && !PyFloat_Check(obj)) {
+    else if (t == 0 && signbit(t) && !PyFloat_Check(obj)) {
         /* A negative number too small for a double (Fraction(-1, 10**400))
          * rounds to -0.0: it is still negative. */
-        PyObject *zero = PyLong_FromLong(0);
-        int negative;
-        if (zero == NULL)
-            return -1;
-        negative = PyObject_RichCompareBool(obj, zero, Py_LT);
-        Py_DECREF(zero);
+        int negative = compare_zero(obj, Py_LT);
         if (negative < 0)
             return -1;
         if (negative)
             t = -1.0;
     }
+    if (isnan(t)) {
+        if (rules == EFD_TIMEOUT_LOOK) {
+            *out = 0.0;
+            return 0;
+        }
+        PyErr_SetString(PyExc_ValueError, "timeout must not be NaN");
+        return -1;
+    }
     if (t < 0) {
-        PyErr_Format(PyExc_ValueError,
-                     "timeout must be a non-negative number, not %R", obj);
+        if (rules != EFD_TIMEOUT_STRICT) {
+            *out = 0.0;             /* threading: not above zero only tries */
+            return 0;
+        }
+        if (PyFloat_Check(obj) || PyLong_Check(obj))
+            PyErr_Format(PyExc_ValueError,
+                         "timeout must be a non-negative number, not %R", obj);
+        else
+            PyErr_Format(PyExc_ValueError,
+                         "timeout must be a non-negative number, not a "
+                         "negative %.100s", Py_TYPE(obj)->tp_name);
         return -1;
     }
     *out = isinf(t) ? EFD_FOREVER : t;
+    return 0;
+}
+
+int
+efd_to_timeout(PyObject *obj, double *out)
+{
+    return efd_to_timeout_ex(obj, EFD_TIMEOUT_STRICT, out);
+}
+
+int
+efd_parse_acquire(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                  int rules, int *blocking, double *timeout)
+{
+    static const char *const names[] = {"blocking", "timeout", NULL};
+    PyObject *a[2];
+
+    *blocking = 1;
+    *timeout = EFD_FOREVER;
+    if (nargs == 0 && kwnames == NULL)
+        return 0;
+    if (efd_parse_args("acquire", names, 2, args, nargs, kwnames, a) < 0)
+        return -1;
+    if (a[0] != NULL && (*blocking = PyObject_IsTrue(a[0])) < 0)
+        return -1;
+    if (a[1] != NULL && a[1] != Py_None) {
+        if (!*blocking) {
+            PyErr_SetString(PyExc_ValueError,
+                            "can't specify timeout for non-blocking acquire");
+            return -1;
+        }
+        if (efd_to_timeout_ex(a[1], rules, timeout) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int
+efd_parse_release(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                  uint64_t *n, int *too_big)
+{
+    static const char *const names[] = {"n", NULL};
+    PyObject *a[1];
+
+    *n = 1;
+    *too_big = 0;
+    if (nargs == 0 && kwnames == NULL)
+        return 0;
+    if (efd_parse_args("release", names, 1, args, nargs, kwnames, a) < 0)
+        return -1;
+    if (a[0] == NULL)
+        return 0;
+    if (efd_to_u64(a[0], "n", n) < 0) {
+        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            PyErr_Clear();
+            *too_big = 1;           /* more than any count can hold */
+            return 0;
+        }
+        if (!PyErr_ExceptionMatches(PyExc_ValueError))
+            return -1;
+        PyErr_Clear();
+        *n = 0;                     /* negative */
+    }
+    if (*n < 1) {
+        PyErr_SetString(PyExc_ValueError, "n must be one or more");
+        return -1;
+    }
     return 0;
 }
 
