@@ -339,6 +339,15 @@ event_wait(sync_object *self, PyObject *const *args, Py_ssize_t nargs,
     if (efd_to_timeout_ex(a[0], EFD_TIMEOUT_LOOK, &timeout) < 0)
         return NULL;
     EV_OPEN(self);
+#if PY_VERSION_HEX >= 0x030E0000
+    /* threading.Event.wait(nan) on 3.14+: True if the flag is set, else
+     * the ValueError its lock raises (before, it only looked). */
+    if (a[0] != NULL && PyFloat_Check(a[0]) && isnan(PyFloat_AS_DOUBLE(a[0]))
+            && efd_attempt(self->ev, EFD_OP_READY, &unused) != 0) {
+        PyErr_SetString(PyExc_ValueError, "Invalid value NaN (not a number)");
+        return NULL;
+    }
+#endif
     r = efd_wait(self->ev, EFD_OP_READY, &unused, timeout != 0, timeout);
     if (r < 0)
         return NULL;
