@@ -6,6 +6,7 @@ outside of process start.  Every child is waited for with a time limit.
 import multiprocessing
 import os
 import pickle
+import select
 import signal
 import sys
 import time
@@ -217,3 +218,63 @@ def test_inherited_fd_is_usable_after_exec(make, backend, run_py):
     """.format(fd=ev.fileno(), order=sys.byteorder)
     run_py(code, close_fds=False)
     assert ev._peek() == 9
+
+
+# ---- readiness across processes (the memory backends' "armed" channel) ----
+
+def _arm(ev, armed):
+    ev.fileno()                  # arms the futex backend, for every process
+    armed.release()
+
+
+def _release_later(ev, go, n):
+    if go.acquire(timeout=30):
+        ev.release(n)
+
+
+def _select_until(ev, want, out):
+    # Report whether select() on fileno() came to agree with `want` units.
+    deadline = time.monotonic() + 10
+    fd = ev.fileno()
+    while time.monotonic() < deadline:
+        readable = bool(select.select([fd], [], [], 0.05)[0])
+        if readable == (want > 0):
+            out.release()
+            return
+    out.release(2)               # "timed out": two units instead of one
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_readiness_follows_the_count_across_processes(make, backend,
+                                                      semaphore, method):
+    """Arm in one process, release in another, select() in a third: the
+    descriptor is readable exactly while the count is above zero, on every
+    backend (futex: once anyone has asked for fileno())."""
+    ctx = multiprocessing.get_context(method)
+    ev = make(0, semaphore=semaphore)
+    armed, go, out = make(0, True), make(0, True), make(0, True)
+    procs = [ctx.Process(target=_arm, args=(ev, armed))]
+    procs[0].start()
+    assert armed.acquire(timeout=30)
+    procs.append(ctx.Process(target=_select_until, args=(ev, 3, out)))
+    procs.append(ctx.Process(target=_release_later, args=(ev, go, 3)))
+    for p in procs[1:]:
+        p.start()
+    go.release()
+    assert out.acquire(timeout=30)
+    assert not out.acquire(False), "select() never saw the released units"
+    taken = 0
+    while ev.acquire(False):
+        taken += 1 if semaphore else 0
+        if not semaphore:
+            taken = 3
+            break
+    assert taken == 3
+    # Empty again: a select() in a child sees it not readable.
+    p = ctx.Process(target=_select_until, args=(ev, 0, out))
+    p.start()
+    assert out.acquire(timeout=30)
+    assert not out.acquire(False), "select() still saw units after they went"
+    for q in procs + [p]:
+        q.join(30)
+        assert q.exitcode == 0
