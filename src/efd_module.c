@@ -362,11 +362,15 @@ static PyMethodDef efd_functions[] = {
     {"eventfd_read", (PyCFunction)(void (*)(void))efd_fn_eventfd_read,
      METH_FASTCALL | METH_KEYWORDS,
      "eventfd_read($module, /, fd)\n--\n\n"
-     "Read a value from an eventfd file descriptor (os.eventfd_read)."},
+     "Read a value from an eventfd file descriptor (os.eventfd_read).\n\n"
+     "fd is an int or has fileno(); an efd.EventFD whose backend is not a "
+     "kernel eventfd ('pipe', 'futex') is refused with ValueError."},
     {"eventfd_write", (PyCFunction)(void (*)(void))efd_fn_eventfd_write,
      METH_FASTCALL | METH_KEYWORDS,
      "eventfd_write($module, /, fd, value)\n--\n\n"
-     "Write a value to an eventfd file descriptor (os.eventfd_write)."},
+     "Write a value to an eventfd file descriptor (os.eventfd_write).\n\n"
+     "fd is an int or has fileno(); an efd.EventFD whose backend is not a "
+     "kernel eventfd ('pipe', 'futex') is refused with ValueError."},
     {"_probe", (PyCFunction)efd_fn_probe, METH_NOARGS,
      "_probe($module, /)\n--\n\nRun (once) and report the backend probe."},
     {"_check_timeout", (PyCFunction)efd_fn_check_timeout, METH_O,
