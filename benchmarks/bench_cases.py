@@ -1003,34 +1003,25 @@ def mpmc_case(cfg):
 
 # ---- efd.Event against threading.Event --------------------------------------
 
-def _calls(make, name, n_per=1):
-    # `name` of the object make() returns, called n times in a plain loop.
+def _calls(make, *names):
+    # The named methods of the object make() returns, called in turn n
+    # times in a plain loop (one name: is_set; two: set, clear).
     def run(n):
         obj = make()
         try:
-            f = getattr(obj, name)
+            fs = [getattr(obj, name) for name in names]
             r = range(n)
-            t0 = now()
-            for _ in r:
-                f()
-            return now() - t0
-        finally:
-            close = getattr(obj, "close", None)
-            if close is not None:
-                close()
-    return run
-
-
-def _set_clear(make):
-    def run(n):
-        obj = make()
-        try:
-            s, c = obj.set, obj.clear
-            r = range(n)
-            t0 = now()
-            for _ in r:
-                s()
-                c()
+            if len(fs) == 1:
+                f, = fs
+                t0 = now()
+                for _ in r:
+                    f()
+            else:
+                f, g = fs
+                t0 = now()
+                for _ in r:
+                    f()
+                    g()
             return now() - t0
         finally:
             close = getattr(obj, "close", None)
@@ -1055,11 +1046,11 @@ def event_case(cfg, what):
                     "efd.Event (futex)",
                     doc="One load from the shared page on the futex backend.")
     impls = [
-        Impl("efd.Event (futex)", _set_clear(efd.Event), available=futex),
-        Impl("efd.Event [eventfd]", _set_clear(lambda: efd.Event(backend="eventfd")),
+        Impl("efd.Event (futex)", _calls(efd.Event, "set", "clear"), available=futex),
+        Impl("efd.Event [eventfd]", _calls(lambda: efd.Event(backend="eventfd"), "set", "clear"),
              available=_efd_available("eventfd")),
-        Impl("threading.Event", _set_clear(threading.Event), note=WHY_INPROC),
-        Impl("multiprocessing.Event", _set_clear(FORK.Event)),
+        Impl("threading.Event", _calls(threading.Event, "set", "clear"), note=WHY_INPROC),
+        Impl("multiprocessing.Event", _calls(FORK.Event, "set", "clear")),
     ]
     return Case("event-set-clear", "Event.set() + clear(), nobody waiting", "pair",
                 impls, "efd.Event (futex)",

@@ -189,6 +189,17 @@ def _ratio_check(cases, issue, key, a, b, op, limit, what):
                  shown="%.2f (IQR of per-round ratios %.2f-%.2f)" % (r, lo, hi))
 
 
+def _syscall_check(syscalls, issue, backend, mode, what):
+    # Zero syscalls counted for (backend, mode), from syscall_checks().
+    row = [r for r in syscalls if r[0] == backend and r[1] == mode]
+    if not row:
+        return Check(issue, what % 0, None, "==", 0,
+                     skip="syscall count not run")
+    b, mode, total, names, err, n = row[0]
+    return Check(issue, what % n, total, "==", 0, skip=err,
+                 shown=None if total is None else str(total))
+
+
 def checks(cases, syscalls):
     out = []
     ev, os_nb, os_bl = ("efd EventFD [eventfd]", "os.eventfd, EFD_NONBLOCK fd",
@@ -209,15 +220,9 @@ def checks(cases, syscalls):
         out.append(_ratio_check(cases, 3, key, "efd EventFD [eventfd-readback]", ev,
                                 "<=", 2.5, "release+acquire, eventfd-readback / "
                                 "eventfd, " + label))
-    what = "syscalls in %d uncontended pipe acquires (counter stays > 0)"
-    row = [r for r in syscalls if r[0] == "pipe" and r[1] == "acquire"]
-    if not row:
-        out.append(Check(3, "uncontended pipe acquire makes no syscall", None, "==", 0,
-                         skip="syscall count not run"))
-    else:
-        b, mode, total, names, err, n = row[0]
-        out.append(Check(3, what % n, total, "==", 0, skip=err,
-                         shown=None if total is None else str(total)))
+    out.append(_syscall_check(
+        syscalls, 3, "pipe", "acquire",
+        "syscalls in %d uncontended pipe acquires (counter stays > 0)"))
     for kind in ("thread", "process"):
         out.append(_ratio_check(cases, 4, "async-wakeup-" + kind, "efd acquire_async()",
                                 "hand-written add_reader + os.eventfd_read", "<=", 1.2,
@@ -237,15 +242,9 @@ def checks(cases, syscalls):
     out.append(_ratio_check(cases, 12, "event-is-set", "efd.Event (futex)",
                             "threading.Event", "<=", 1.0,
                             "Event.is_set(), efd / threading"))
-    row = [r for r in syscalls if r[0] == "efd.Semaphore"]
-    what = "syscalls in %d efd.Semaphore release+acquire pairs (0 -> 1 -> 0)"
-    if not row:
-        out.append(Check(12, "efd.Semaphore pair makes no syscall", None, "==", 0,
-                         skip="syscall count not run"))
-    else:
-        b, mode, total, names, err, n = row[0]
-        out.append(Check(12, what % n, total, "==", 0, skip=err,
-                         shown=None if total is None else str(total)))
+    out.append(_syscall_check(
+        syscalls, 12, "efd.Semaphore", "cross",
+        "syscalls in %d efd.Semaphore release+acquire pairs (0 -> 1 -> 0)"))
     wc = cases.get("async-waiters")
     for alt in ("run_in_executor(multiprocessing.Semaphore.acquire)",
                 "run_in_executor(posix_ipc.Semaphore.acquire)",
