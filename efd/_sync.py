@@ -27,7 +27,6 @@ __all__ = ["Semaphore", "BoundedSemaphore", "Event"]
 #: threading's classes have had a repr of their own since Python 3.11.
 _THREADING_REPR = sys.version_info >= (3, 11)
 
-_INF = float("inf")
 
 #: threading.Event.isSet has warned since Python 3.10.
 _ISSET_WARNS = sys.version_info >= (3, 10)
@@ -61,36 +60,6 @@ def _initial_value(value: Any) -> int:
         raise ValueError("value must be at most 2**64 - 2 (%d)" % MAX)
     result: int = value
     return result
-
-
-def _threading_timeout(timeout: Optional[float],
-                       nan_only_looks: bool) -> Optional[float]:
-    # threading's reading of a drop-in's timeout: None (or +infinity, or an
-    # int too large for a float) waits without limit; a timeout that is not
-    # above zero only tries once, where EventFD's own methods raise.  NaN:
-    # threading.Event.wait only looks; threading.Semaphore.acquire busy-waits
-    # for a unit without limit, so the semaphores raise ValueError, as
-    # _thread's locks do.
-    if timeout is None:
-        return None
-    if isinstance(timeout, (str, bytes, bytearray)):
-        # float() would take "1"; threading raises TypeError (it compares).
-        raise TypeError("timeout must be a number or None, not %s"
-                        % _type_name(timeout))
-    try:
-        seconds = float(timeout)
-    except OverflowError:
-        return None if timeout > 0 else 0.0
-    except TypeError:
-        raise TypeError("timeout must be a number or None, not %s"
-                        % _type_name(timeout)) from None
-    if seconds != seconds:
-        if nan_only_looks:
-            return 0.0
-        raise ValueError("timeout must not be NaN")
-    if seconds == _INF:
-        return None
-    return seconds if seconds > 0 else 0.0
 
 
 def _default_backend(backend: Optional[str]) -> Optional[str]:
@@ -363,7 +332,8 @@ class Event(_OnEventFD, _efd.Event):
             NotImplementedError: The running loop cannot watch file
                 descriptors.
         """
-        seconds = _threading_timeout(timeout, True)
+        # Event.wait's reading of the timeout (the C core's).
+        seconds = _efd._check_timeout(timeout, _efd._TIMEOUT_LOOK)
         if self.is_set():
             return True
         if seconds == 0:

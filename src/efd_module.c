@@ -330,11 +330,29 @@ fail:
 /* _check_timeout(timeout) -> float or None: acquire()'s reading of a
  * timeout, for the asyncio layer (None: no limit). */
 static PyObject *
-efd_fn_check_timeout(PyObject *module, PyObject *obj)
+efd_fn_check_timeout(PyObject *module, PyObject *const *args,
+                     Py_ssize_t nargs)
 {
     double t;
+    int rules = EFD_TIMEOUT_STRICT;
     (void)module;
-    if (efd_to_timeout(obj, &t) < 0)
+    if (nargs < 1 || nargs > 2) {
+        PyErr_Format(PyExc_TypeError,
+                     "_check_timeout() takes 1 or 2 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    if (nargs == 2) {
+        rules = (int)PyLong_AsLong(args[1]);
+        if (rules == -1 && PyErr_Occurred())
+            return NULL;
+        if (rules != EFD_TIMEOUT_STRICT && rules != EFD_TIMEOUT_THREADING
+                && rules != EFD_TIMEOUT_LOOK) {
+            PyErr_Format(PyExc_ValueError, "unknown timeout rules %d", rules);
+            return NULL;
+        }
+    }
+    if (efd_to_timeout_ex(args[0], rules, &t) < 0)
         return NULL;
     if (t < 0)
         Py_RETURN_NONE;
@@ -373,9 +391,12 @@ static PyMethodDef efd_functions[] = {
      "kernel eventfd ('pipe', 'futex') is refused with ValueError."},
     {"_probe", (PyCFunction)efd_fn_probe, METH_NOARGS,
      "_probe($module, /)\n--\n\nRun (once) and report the backend probe."},
-    {"_check_timeout", (PyCFunction)efd_fn_check_timeout, METH_O,
-     "_check_timeout($module, timeout, /)\n--\n\n"
-     "acquire()'s reading of a timeout: seconds as a float, or None."},
+    {"_check_timeout", (PyCFunction)(void (*)(void))efd_fn_check_timeout,
+     METH_FASTCALL,
+     "_check_timeout($module, timeout, rules=TIMEOUT_STRICT, /)\n--\n\n"
+     "The C core's reading of a timeout: seconds as a float, or None for "
+     "no limit.  rules: TIMEOUT_STRICT (EventFD's), TIMEOUT_THREADING "
+     "(the semaphores') or TIMEOUT_LOOK (Event.wait's)."},
     {"_after_fork_child", (PyCFunction)efd_fn_after_fork, METH_NOARGS,
      "_after_fork_child($module, /)\n--\n\n"
      "Start this fork child's own process state (see efd_impl.proc)."},
@@ -486,6 +507,12 @@ efd_exec(PyObject *module)
 #endif
         return -1;
     if (PyModule_AddObject(module, "MAX", PyLong_FromUnsignedLongLong(EFD_MAX)) < 0)
+        return -1;
+    if (PyModule_AddIntConstant(module, "_TIMEOUT_STRICT", EFD_TIMEOUT_STRICT) < 0
+            || PyModule_AddIntConstant(module, "_TIMEOUT_THREADING",
+                                       EFD_TIMEOUT_THREADING) < 0
+            || PyModule_AddIntConstant(module, "_TIMEOUT_LOOK",
+                                       EFD_TIMEOUT_LOOK) < 0)
         return -1;
     return 0;
 }

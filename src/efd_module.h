@@ -61,8 +61,7 @@ typedef struct {
     uint32_t users_proc;   /* the process they belong to (fork) */
     efd_waiter *waiters;  /* those of them that sleep in poll() */
     int spare_rfd, spare_wfd;  /* one wake channel kept for the next waiter */
-    uint32_t spare_proc;
-    uint64_t generation;  /* bumped by _notify(): Event.set() in this process */
+    uint64_t generation;  /* bumped by efd.Event.set() in this process */
 #if PY_VERSION_HEX < 0x03090000
     PyObject *module;  /* 3.8: keeps the state impl.proc points into alive */
 #endif
@@ -76,7 +75,8 @@ typedef struct {
  *   EFD_OP_READ     take (a read),
  *   EFD_OP_WRITE    add *value, waiting for room,
  *   EFD_OP_READY    nothing: wait until the count is above zero, or until
- *                   _notify() was called (efd.Event's wait). */
+ *                   efd.Event.set() was called in this process
+ *                   (efd.Event's wait). */
 enum { EFD_OP_READ, EFD_OP_WRITE, EFD_OP_READY };
 
 /* One operation `op`; a read's result lands in *value.

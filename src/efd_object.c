@@ -96,7 +96,6 @@ alloc_object(PyTypeObject *type, efd_state *st)
     self->users_proc = st->proc;
     self->waiters = NULL;
     self->spare_rfd = self->spare_wfd = -1;
-    self->spare_proc = 0;
     self->generation = 0;
     self->weakreflist = NULL;
 #if PY_VERSION_HEX < 0x03090000
@@ -543,18 +542,6 @@ eventfd_detach(eventfd_object *self, PyObject *Py_UNUSED(ignored))
     return PyLong_FromLong(fd);
 }
 
-/* _notify(): efd.Event.set()'s wake-up for this process.  Every thread
- * blocked in _wait_readable() on this object returns True, even if the
- * count is back to zero by the time it runs (gh-57711). */
-static PyObject *
-eventfd_notify(eventfd_object *self, PyObject *Py_UNUSED(ignored))
-{
-    CHECK_OPEN(self);
-    __atomic_add_fetch(&self->generation, 1, __ATOMIC_ACQ_REL);
-    efd_wake_waiters(self, EFD_OP_READY);
-    Py_RETURN_NONE;
-}
-
 /* The count without consuming it, or None where the backend cannot tell. */
 static PyObject *
 eventfd_peek(eventfd_object *self, PyObject *Py_UNUSED(ignored))
@@ -727,10 +714,6 @@ static PyMethodDef eventfd_methods[] = {
      "socket.detach() does; the object is closed afterwards.\n\n"
      "Only for the kernel backends ('eventfd', 'eventfd-readback'): a "
      "'pipe' object's count is not in its descriptor (ValueError)."},
-    {"_notify", (PyCFunction)eventfd_notify, METH_NOARGS,
-     "_notify($self, /)\n--\n\n"
-     "Wake every thread of this process waiting in _wait_readable(); "
-     "each returns True (efd.Event.set())."},
     {"_from_fds", (PyCFunction)(void (*)(void))eventfd_from_fds,
      METH_VARARGS | METH_CLASS, NULL},
     {"_try_read", (PyCFunction)eventfd_try_read, METH_NOARGS,

@@ -24,8 +24,8 @@
  *      under anybody's feet.
  *
  * Each waiter has a wake channel of its own (an eventfd, or a pipe where
- * eventfd is refused), so that waking them all -- close(), or Event.set()'s
- * _notify() -- never depends on which of them drains a shared one first.
+ * eventfd is refused), so that waking them all -- close(), or
+ * efd.Event.set() -- never depends on which of them drains a shared one first.
  * The object keeps one spare channel, so a lone waiter costs no extra
  * syscall.  State copied into a fork child (waiters, users, the spare) is
  * the parent's: the child forgets it and closes its copies of those fds.
@@ -88,7 +88,9 @@ forget_parent(eventfd_object *self, uint32_t me)
     self->waiters = NULL;
     self->users = 0;
     self->users_proc = me;
-    if (self->spare_rfd >= 0 && self->spare_proc != me)
+    /* A spare can only be an ancestor's here: every path that makes one
+     * has passed check_fork() in this process first. */
+    if (self->spare_rfd >= 0)
         efd_chan_close(&self->spare_rfd, &self->spare_wfd);
 }
 
@@ -169,19 +171,16 @@ waiter_end(eventfd_object *self, efd_waiter *w)
     *w->pprev = w->next;
     if (w->next != NULL)
         w->next->pprev = w->pprev;
-    if (w->kind != EFD_WAITER_CHANNEL)
-        ;
-    else if (LOAD(&w->poked))
-        efd_chan_drain(w->rfd);
-    if (w->kind != EFD_WAITER_CHANNEL)
-        ;
-    else if (self->spare_rfd < 0 && !self->closed) {
-        self->spare_rfd = w->rfd;
-        self->spare_wfd = w->wfd;
-        self->spare_proc = efd_self_proc(self);
+    if (w->kind == EFD_WAITER_CHANNEL) {
+        if (LOAD(&w->poked))
+            efd_chan_drain(w->rfd);
+        if (self->spare_rfd < 0 && !self->closed) {
+            self->spare_rfd = w->rfd;       /* kept for the next waiter */
+            self->spare_wfd = w->wfd;
+        }
+        else
+            efd_chan_close(&w->rfd, &w->wfd);
     }
-    else
-        efd_chan_close(&w->rfd, &w->wfd);
     PyMem_RawFree(w);
     efd_leave(self);
 }
@@ -266,9 +265,9 @@ efd_object_close(eventfd_object *self)
 
 /* ---- the loop ---------------------------------------------------------- */
 
-/* EFD_OP_READY: is the count above zero right now?  The pipe backend knows
- * its count (its token may lag after a death); the kernel backends ask
- * poll(). */
+/* EFD_OP_READY: is the count above zero right now?  The memory backends
+ * know their count (their token may lag after a death); the kernel
+ * backends ask poll(). */
 static int
 ready_now(efd_impl *impl)
 {
@@ -392,8 +391,11 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
         pfd[1].revents = 0;
 
         Py_BEGIN_ALLOW_THREADS
-        if (impl->ops->block == NULL)
+        if (impl->ops->block == NULL) {
             n = poll(pfd, 2, ms);
+            if (n < 0)
+                saved_errno = errno;
+        }
         else if (first)
             n = 0;
         else {
@@ -401,10 +403,7 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
                      : op == EFD_OP_READ ? EFD_BLOCK_READ : EFD_BLOCK_WRITE;
             saved_errno = impl->ops->block(impl, kind, ticket, ms);
             n = saved_errno ? -1 : 0;
-            errno = saved_errno;
         }
-        if (n < 0)
-            saved_errno = errno;
         if (impl->ops->ticket != NULL)
             ticket = impl->ops->ticket(impl);   /* before every look below */
         closed = LOAD(&self->closed);
