@@ -98,6 +98,24 @@ WAKE_PRELUDE = '''
             return ev._wake_one, "ev._wake_one=%r (probe: %s)" % (ev._wake_one, how)
         return how != "poll", "probe wake_one=%s" % how
 
+    def judge(kind, ev, one, why, woken, rechecks, stayed, sw):
+        """The verdict of a wake-count test (N waiters, K single releases):
+        `woken` is efd's count of event wake-ups over all waiters; `sw` the
+        kernel's count of voluntary switches of the `stayed` waiters still
+        blocked, which `rechecks` re-check slices explain in part.  One
+        wake-up per release (plus one passed on) where `one`, else a herd:
+        every waiter still blocked wakes on every release."""
+        stats = ("%s %s: %d waiters, %d releases: woken %d; %d still blocked "
+                 "rechecked %d times and switched %d times (%s)"
+                 % (kind, ev.backend, N, K, woken, stayed, rechecks, sw, why))
+        print(stats)
+        if one:
+            check(woken <= 2 * K + 4, "efd counted a herd: " + stats)
+            check(sw <= 2 * K + rechecks + 8, "the kernel counted a herd: " + stats)
+        else:
+            check(woken >= K * (N - K) // 2, "expected a herd: " + stats)
+        print("ok")
+
     class Reports:
         """Lines the workers write on one shared pipe (a write shorter than
         PIPE_BUF is atomic), read by the driver with a time limit."""
@@ -208,6 +226,7 @@ _THREADS_WAKE = '''
     taken = set(i for i, _ in got)
     stayed = [i for i in range(N) if i not in taken]
     sw = sum(switches(me, tids[i]) - sw0[i] for i in stayed)
+    # Rechecks of the whole process: an upper bound for the blocked ones'.
     woken, rechecks = w1[0] - w0[0], w1[1] - w0[1]
     # Let the others go, and check that everything was conserved.
     ev.release(N - K)
@@ -217,16 +236,7 @@ _THREADS_WAKE = '''
     check(not errors and len(got) == N and all(ok for _, ok in got),
           lambda: "errors %r, got %r" % (errors, got))
     check(ev._peek() == 0, lambda: "left: %r" % ev._peek())
-    stats = ("threads %s: %d waiters, %d releases: woken %d, rechecks %d; "
-             "%d still blocked switched %d times (%s)"
-             % (ev.backend, N, K, woken, rechecks, len(stayed), sw, why))
-    print(stats)
-    if one:
-        check(woken <= 2 * K + 4, "efd counted a herd: " + stats)
-        check(sw <= 2 * K + rechecks + 8, "the kernel counted a herd: " + stats)
-    else:
-        check(woken >= K * (N - K) // 2, "expected a herd: " + stats)
-    print("ok")
+    judge("threads", ev, one, why, woken, rechecks, len(stayed), sw)
 '''
 
 
@@ -272,17 +282,7 @@ _PROCS_WAKE = '''
         REP.expect("g")
     check(ev._peek() == 0, lambda: "left: %r" % ev._peek())
     reap(pids)
-    stats = ("processes %s: %d waiters, %d releases: woken %d; %d still "
-             "blocked rechecked %d times and switched %d times (%s)"
-             % (ev.backend, N, K, woken, len(stayed), rechecks, sw, why))
-    print(stats)
-    if one:
-        check(woken <= 2 * K + 4, "efd counted a herd: " + stats)
-        check(sw <= 2 * K + rechecks + 8, "the kernel counted a herd: " + stats)
-    else:
-        # Today's behaviour: every process's waiter wakes on every release.
-        check(woken >= K * (N - K) // 2, "expected a herd: " + stats)
-    print("ok")
+    judge("processes", ev, one, why, woken, rechecks, len(stayed), sw)
 '''
 
 
