@@ -15,11 +15,14 @@ independent counts show it:
   ``_wakeups()[1]``) and once per passed-on wake-up, and a herd makes it
   switch once per release.
 
-Where one wake-up per unit cannot be had (``_probe()["wake_one"] == "poll"``
-for threads; ``ev._wake_one`` False across processes, e.g. a memory
-backend whose channel is a pipe), the same tests assert today's behaviour --
-a herd -- so that they never pass vacuously.  The ``futex`` backend wakes
-one sleeper per unit by construction and must pass everywhere.
+Where one wake-up per unit cannot be had (``_probe()["wake_one"] == "poll"``,
+no epoll, for threads; ``ev._wake_one`` False, a kernel without epoll or
+without ``EPOLLEXCLUSIVE``, across processes), the same tests assert
+today's behaviour -- a herd, which shows in the context switches (a poller
+that finds nothing goes back to sleep inside the kernel, unseen by efd's
+count) -- so that they never pass vacuously; test_wake_one_faults.py runs
+them without epoll.  The ``futex`` backend wakes one sleeper per unit by
+construction and must pass everywhere.
 
 Also: ``release(n)`` hands n units to n distinct waiters (threads, and
 processes, where each woken waiter passes the rest on), and a process forked
@@ -104,7 +107,8 @@ WAKE_PRELUDE = '''
         kernel's count of voluntary switches of the `stayed` waiters still
         blocked, which `rechecks` re-check slices explain in part.  One
         wake-up per release (plus one passed on) where `one`, else a herd:
-        every waiter still blocked wakes on every release."""
+        every waiter still blocked wakes on every release (in the kernel:
+        a poller that finds nothing sleeps again before poll() returns)."""
         stats = ("%s %s: %d waiters, %d releases: woken %d; %d still blocked "
                  "rechecked %d times and switched %d times (%s)"
                  % (kind, ev.backend, N, K, woken, stayed, rechecks, sw, why))
@@ -113,7 +117,7 @@ WAKE_PRELUDE = '''
             check(woken <= 2 * K + 4, "efd counted a herd: " + stats)
             check(sw <= 2 * K + rechecks + 8, "the kernel counted a herd: " + stats)
         else:
-            check(woken >= K * (N - K) // 2, "expected a herd: " + stats)
+            check(sw >= K * stayed // 2, "expected a herd: " + stats)
         print("ok")
 
     class Reports:
@@ -244,6 +248,7 @@ def test_one_wakeup_per_release_threads(backend, run_py):
     """32 threads wait; 8 single releases wake about 8 of them, not 8 x 32."""
     proc = run_py(child_code(WAKE_PRELUDE + _THREADS_WAKE, N=THREADS, K=RELEASES),
                   backend=backend, timeout=90)
+    print(proc.stdout)
     assert "ok" in proc.stdout
 
 
@@ -252,9 +257,9 @@ _PROCS_WAKE = '''
     one, why = expect_one_per_release(ev, across_processes=True)
     probe = efd._efd._probe()["wake_one"]
     check(probe in ("epoll-exclusive", "epoll", "poll"), "probe: %r" % probe)
-    if ev.backend in ("eventfd", "eventfd-readback"):
+    if ev.backend != "futex":
         check(ev._wake_one == (probe == "epoll-exclusive"),
-              "kernel backend: _wake_one %r with probe %r" % (ev._wake_one, probe))
+              "_wake_one %r with probe %r" % (ev._wake_one, probe))
     workers = [start_worker(i, ev) for i in range(N)]
     pids = [pid for pid, _ in workers]
     for _ in range(N):
@@ -291,6 +296,7 @@ def test_one_wakeup_per_release_processes(backend, run_py):
     ``_wake_one`` is False, every one of them each time)."""
     proc = run_py(child_code(WAKE_PRELUDE + _PROCS_WAKE, N=PROCS, K=RELEASES),
                   backend=backend, timeout=90)
+    print(proc.stdout)
     assert "ok" in proc.stdout
 
 
@@ -340,6 +346,7 @@ def test_release_n_wakes_n_waiters(backend, run_py):
     proc = run_py(child_code(WAKE_PRELUDE + _RELEASE_N, N=PROCS, T=4,
                              BATCHES=[5, 1, 7, 3]),
                   backend=backend, timeout=90)
+    print(proc.stdout)
     assert "ok" in proc.stdout
 
 
@@ -413,4 +420,5 @@ def test_fork_while_threads_wait(backend, run_py):
     at a time is taken, the parent's waiters included."""
     proc = run_py(child_code(WAKE_PRELUDE + _FORK, T=4, CT=2),
                   backend=backend, timeout=90)
+    print(proc.stdout)
     assert "ok" in proc.stdout
