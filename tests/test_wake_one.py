@@ -25,7 +25,9 @@ them without epoll.  The ``futex`` backend wakes one sleeper per unit by
 construction and must pass everywhere.
 
 Also: ``release(n)`` hands n units to n distinct waiters (threads, and
-processes, where each woken waiter passes the rest on), and a process forked
+processes, where each woken waiter passes the rest on) without any unit
+sitting in the counter while every waiter sleeps (``quiet()``: the re-checks
+would hide such a lost wake-up), and a process forked
 while the parent has waiters blocked can itself wait and be woken, while the
 parent's waiters still get their units.
 
@@ -85,10 +87,67 @@ WAKE_PRELUDE = '''
 
     def pace(threads):
         """Between releases: wait (bounded) until the waiters that did not
-        get the unit sleep again, so that where every waiter wakes (a herd),
-        each release finds them all asleep and the herd shows in full."""
-        check(until(lambda: all(asleep(p, t) for p, t in threads), 20),
+        get the unit sleep again (or have ended), so that where every
+        waiter wakes (a herd), each release finds them all asleep and the
+        herd shows in full."""
+        def ready(p, t):
+            try:
+                return asleep(p, t)
+            except OSError:
+                return True               # ended
+        check(until(lambda: all(ready(p, t) for p, t in threads), 20),
               "the waiters did not go back to sleep")
+
+    def quiet(ev, sleepers):
+        """True if units sit in the counter while every thread in `sleepers`
+        -- (pid, tid) of every waiter that could take them -- sleeps through
+        a look without waking once: a wake-up was lost, and only a re-check
+        (up to 100 ms later) would find the units.  Never true by a race: a
+        woken thread is runnable until it sleeps again, and that sleep
+        counts a switch.  A thread of this process, woken, may sleep for
+        the GIL; the look outlasts a few GIL switch intervals, so such a
+        thread shows a switch."""
+        left = ev._peek()
+        if not left or not sleepers:
+            return False
+        me = os.getpid()
+        window = (3 * sys.getswitchinterval()
+                  if any(p == me for p, _ in sleepers) else 0.003)
+        try:
+            before = [(asleep(p, t), switches(p, t)) for p, t in sleepers]
+            if not all(a for a, _ in before):
+                return False
+            time.sleep(window)
+            after = [(asleep(p, t), switches(p, t)) for p, t in sleepers]
+        except OSError:                  # a thread ended: it was not asleep
+            return False
+        return before == after and ev._peek() == left
+
+    def until_taken(ev, what, sleepers=lambda: (), done=None):
+        """Wait (bounded) until the counter is empty and done() (the takers'
+        books agree: on eventfd-readback a reader holds c - 1 units outside
+        the counter until it writes them back).  Fails if that does not
+        happen within PROMPT (a unit stranded for good) or, on the way, if
+        quiet(ev, sleepers()) shows a lost wake-up.  what() describes the
+        state for the message."""
+        def states():
+            out = []
+            for p, t in sleepers():
+                try:
+                    with open("/proc/%d/task/%d/wchan" % (p, t)) as f:
+                        out.append("%d/%d %s %s %d" % (
+                            p, t, status(p, t, "State"), f.read().strip(),
+                            switches(p, t)))
+                except OSError:
+                    out.append("%d/%d gone" % (p, t))
+            return "; waiters (pid/tid state wchan switches): " + ", ".join(out)
+        end = time.monotonic() + PROMPT
+        while ev._peek() != 0 or (done is not None and not done()):
+            check(not quiet(ev, sleepers()), lambda: "a lost wake-up: %r units "
+                  "left while every waiter slept; %s%s" % (ev._peek(), what(), states()))
+            check(time.monotonic() < end, lambda: "a unit was stranded: %r "
+                  "left after %.0f s; %s%s" % (ev._peek(), PROMPT, what(), states()))
+            time.sleep(0.001)
 
     def expect_one_per_release(ev, across_processes):
         """(True, why) if a release must wake one waiter, (False, why) if
@@ -314,23 +373,30 @@ _RELEASE_N = '''
     me = os.getpid()
     settle([(me, t.native_id) for t, _ in threads])
     done, total = set(), 0
+
+    def took():
+        """Units taken so far (reading the workers' reports)."""
+        while True:
+            line = REP.get(0)
+            if line is None:
+                break
+            check(line[0] == "g" and line[2] == "1", lambda: repr(line))
+            check(int(line[1]) not in done, "worker %s took two units" % line[1])
+            done.add(int(line[1]))
+        return len(done) + sum("result" in b for _, b in threads)
+
+    def waiting():
+        took()
+        return ([(pids[i], pids[i]) for i in range(N) if i not in done]
+                + [(me, t.native_id) for t, b in threads if "result" not in b])
+
     for n in BATCHES:
         ev.release(n)
         total += n
-        # n distinct waiters, of either kind, take one unit each.
-        def taken():
-            while True:
-                line = REP.get(0)
-                if line is None:
-                    break
-                check(line[0] == "g" and line[2] == "1", lambda: repr(line))
-                check(line[1] not in done, "worker %s took two units" % line[1])
-                done.add(line[1])
-            return len(done) + sum("result" in b for _, b in threads) == total
-        check(until(taken, PROMPT), lambda: "release(%d): %d of %d units "
-              "taken; left %r" % (n, len(done) + sum("result" in b for _, b
-              in threads), total, ev._peek()))
-        check(ev._peek() == 0, lambda: "left: %r" % ev._peek())
+        # n distinct waiters, of either kind, take one unit each, passing
+        # the wake-up on: no unit waits for a re-check.
+        until_taken(ev, lambda: "release(%d): %d of %d units taken"
+                    % (n, took(), total), waiting, lambda: took() == total)
     for t, box in threads:
         check(box.get("result", True) is True and "error" not in box, repr(box))
     reap(pids)
