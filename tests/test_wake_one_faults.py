@@ -37,8 +37,8 @@ import _seccomp
 from _faults import TESTS, child_code
 from test_wake_one import PROCS, RELEASES, WAKE_PRELUDE, _PROCS_WAKE
 
-#: Rounds of releases (each of 1..S units) per backend.
-ROUNDS = 80
+#: Rounds of the processes test per backend (1..S units each).
+PROC_ROUNDS = 40
 #: Rounds of the threads test per backend (each waits for its leavers).
 THREAD_ROUNDS = 40
 #: Rounds of the kill test per backend.
@@ -268,89 +268,119 @@ _PROC_WORKERS = '''
     def stopped():
         return readable(stop_r)
 
-    def steady(i):
-        while not stopped():
-            if ev.acquire(timeout=LIMIT):
-                REP.send("g", i)
-
-    def leaver(i):
-        r = random.Random(SEED + i)
-        while not stopped():
-            if ev.acquire(timeout=r.uniform(0, 0.004)):
-                REP.send("g", i)
-            else:
-                REP.send("t", i)
-
-    def signalled(i):
-        while not stopped():
-            got = interruptible_acquire(ev, LIMIT)
-            REP.send("b" if got is None else "g" if got else "f", i)
-
-    def closer(i, cmd_r):
-        box = {}
+    def worker(i, role, cmd_r):
+        # The main thread waits; a helper thread (SIGUSR1 blocked, so that
+        # the signal interrupts the main thread) obeys the driver: b"c"
+        # closes the closer's object, b"n" starts a round for a worker that
+        # is done with the last one.  A unit is reported ("g", i), and
+        # every other outcome too: t(imeout), b(oom), v(alueError), f(alse).
+        box, go = {}, threading.Event()
         def helper():
-            while os.read(cmd_r, 1):
-                tw = box.get("tw")
-                if tw is not None:
-                    tw.close()
-            os._exit(0)
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+            while True:
+                c = os.read(cmd_r, 1)
+                if not c:
+                    os._exit(0)
+                if c == b"c" and box.get("tw") is not None:
+                    box["tw"].close()
+                elif c == b"n":
+                    go.set()
         threading.Thread(target=helper, daemon=True).start()
+
+        def next_round():
+            go.wait(LIMIT)
+            go.clear()
+
+        if role == "leaver":
+            # One wait per round, with a timeout that runs out about when
+            # the units come.
+            r = random.Random(SEED + i)
+            while True:
+                next_round()
+                if stopped():
+                    return
+                REP.send("g" if ev.acquire(timeout=r.uniform(0.002, 0.02))
+                         else "t", i)
         while not stopped():
-            tw = box["tw"] = twin(ev, nonblocking=False)
-            try:
-                REP.send("g" if tw.acquire(timeout=LIMIT) else "f", i)
-            except ValueError:
-                REP.send("v", i)
-            tw.close()
+            if role == "steady":
+                kind = "g" if ev.acquire(timeout=LIMIT) else "f"
+            elif role == "signalled":
+                got = interruptible_acquire(ev, LIMIT)
+                kind = "b" if got is None else "g" if got else "f"
+            else:
+                tw = box["tw"] = twin(ev, nonblocking=False)
+                try:
+                    kind = "g" if tw.acquire(timeout=LIMIT) else "f"
+                except ValueError:
+                    kind = "v"
+                tw.close()
+            REP.send(kind, i)
+            if kind == "g" and ONE_PER_ROUND:
+                next_round()
+
+    workers = {}          # pid -> (role, i, command fd)
+    role_of = {}          # i -> role
 
     def spawn(role, i):
-        """Fork a worker; returns (pid, command fd or None)."""
-        if role is closer:
-            cmd_r, cmd_w = os.pipe()
-            pid = fork_worker(lambda: (os.close(cmd_w), closer(i, cmd_r)))
-            os.close(cmd_r)
-            return pid, cmd_w
-        return fork_worker(lambda: role(i)), None
+        cmd_r, cmd_w = os.pipe()
+        pid = fork_worker(lambda: (os.close(cmd_w), worker(i, role, cmd_r)))
+        os.close(cmd_r)
+        workers[pid] = (role, i, cmd_w)
+        role_of[i] = role
+        return pid
 
-    books = {"released": 0, "g": 0, "t": 0, "b": 0, "v": 0, "f": 0}
+    books = {"released": 0, "g": 0, "t": 0, "b": 0, "v": 0, "f": 0,
+             "leavers": 0}
+    done = set()          # workers that took their unit in this round
+    line = []             # long waiters, longest without a unit first
 
     def read_reports():
         while True:
-            line = REP.get(0)
-            if line is None:
+            report = REP.get(0)
+            if report is None:
                 return
-            books[line[0]] += 1
+            kind, i = report[0], int(report[1])
+            books[kind] += 1
+            if role_of[i] == "leaver":
+                books["leavers"] += 1
+            elif kind == "g":
+                done.add(i)
+                if i in line:
+                    line.remove(i)
+                    line.append(i)
 
     def taken():
         read_reports()
         return books["g"]
 
-    def stop_all(workers, signal_pids=(), close_fds=()):
+    def command(pid, c):
+        try:
+            os.write(workers[pid][2], c)
+        except BrokenPipeError:
+            pass
+
+    def stop_all():
         """Tell every worker to stop, give the blocked ones what they need
-        to notice (a unit, a signal, a close), and reap them (bounded);
-        each must exit 0."""
+        to notice (a unit, a signal, a close, a round), and reap them
+        (bounded); each must exit 0."""
         os.write(stop_w, b"x")
         alive = dict(workers)
         end = time.monotonic() + 4 * PROMPT
         while alive:
             check(time.monotonic() < end, "workers did not stop: %r" % alive)
-            for pid in signal_pids:
-                if pid in alive:
+            for pid, (role, _, _) in alive.items():
+                if role == "signalled":
                     os.kill(pid, signal.SIGUSR1)
-            for fd in close_fds:
-                try:
-                    os.write(fd, b"c")
-                except BrokenPipeError:
-                    pass
+                command(pid, b"cn" if role == "closer" else b"n")
             if ev._peek() == 0:
                 ev.release(1)
                 books["released"] += 1
             time.sleep(0.005)
             for pid in list(alive):
-                done, st = os.waitpid(pid, os.WNOHANG)
-                if done:
+                ended, st = os.waitpid(pid, os.WNOHANG)
+                if ended:
                     check(os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0,
-                          "worker %s (%d) ended with status %d"
+                          "worker %r (%d) ended with status %d"
                           % (alive[pid], pid, st))
                     del alive[pid]
         read_reports()
@@ -358,36 +388,58 @@ _PROC_WORKERS = '''
 
 _PROCS = '''
     rng = random.Random(SEED)
-    roles = ([steady] * S + [leaver] * L + [signalled] * G + [closer] * C)
-    workers = {}
-    sig_pids, close_fds = [], []
+    roles = ["steady"] * S + ["leaver"] * L + ["signalled"] * G + ["closer"] * C
     for i, role in enumerate(roles):
-        pid, cmd = spawn(role, i)
-        workers[pid] = role.__name__
-        if role is signalled:
-            sig_pids.append(pid)
-        if cmd is not None:
-            close_fds.append(cmd)
+        spawn(role, i)
+    by_index = dict((i, pid) for pid, (_, i, _) in workers.items())
+    of_role = lambda role: [p for p, w in workers.items() if w[0] == role]
+    long_waiters = [p for p in workers if workers[p][0] != "leaver"]
+
+    def sleepers():
+        # Long waiters that have not had their unit in this round: with
+        # units left and all of them asleep, a wake-up was lost.
+        read_reports()
+        return [(p, p) for p in long_waiters if workers[p][1] not in done]
+
+    disturb = {"signal": lambda: os.kill(rng.choice(of_role("signalled")),
+                                         signal.SIGUSR1),
+               "close": lambda: command(rng.choice(of_role("closer")), b"c")}
     for rnd in range(ROUNDS):
+        # A new round: those that had a unit wait again; the leavers wait
+        # once, briefly.
+        read_reports()
+        for i in done:
+            command(by_index[i], b"n")
+        done.clear()
+        pace([(p, p) for p in long_waiters])
+        leavers_before = books["leavers"]
+        for p in of_role("leaver"):
+            command(p, b"n")
+        time.sleep(rng.uniform(0, 0.02))
+        how = rng.choice((None, "signal", "close"))
+        after = rng.random() < 0.5
+        if how and not after:
+            disturb[how]()
         k = rng.randint(1, S)
-        if rng.random() < 0.5:
+        one_call = rng.random() < 0.5
+        if one_call:
             ev.release(k)                 # n > 1 in one call: n wake-ups
         else:
             for _ in range(k):
                 ev.release(1)
         books["released"] += k
-        # Right after the release, disturb some waiters.
-        for _ in range(rng.randint(0, 2)):
-            if rng.random() < 0.5:
-                os.kill(rng.choice(sig_pids), signal.SIGUSR1)
-            else:
-                os.write(rng.choice(close_fds), b"c")
-        until_taken(ev, lambda: "%d released, %d taken"
-                    % (books["released"], taken()),
-                    done=lambda: taken() == books["released"])
+        if how and after:
+            disturb[how]()
+        what = dict(n=rnd, k=k, one_call=one_call, disturb=how, after=after)
+        # The leavers are done before any look for a lost wake-up.
+        check(until(lambda: (read_reports(), books["leavers"])[1]
+                    - leavers_before == L, PROMPT), "the leavers did not report")
+        until_taken(ev, lambda: "%d released, %d taken; round %r"
+                    % (books["released"], taken(), what), sleepers,
+                    lambda: taken() == books["released"])
     read_reports()
     faults = dict(books)
-    stop_all(workers, sig_pids, close_fds)
+    stop_all()
     left = ev._peek()
     stats = "seed %d, %s: %r, left %r" % (SEED, ev.backend, books, left)
     print(stats)
@@ -400,13 +452,17 @@ _PROCS = '''
 
 
 def test_no_lost_wakeups_processes(backend, run_py):
-    """16 waiting processes -- 6 steady, 4 that keep timing out, 3
+    """16 waiting processes -- 6 steady, 4 that wait once a round with a
+    short timeout (2-20 ms) that runs out about when the units come, 3
     interrupted by SIGUSR1 whose handler raises, 3 whose objects a helper
-    thread closes under them -- and 80 rounds of releases (one release(k)
-    call or k calls): every unit is taken, none is lost."""
+    thread closes under them, each taking at most one unit a round -- and
+    40 rounds of 1-6 units (one release(k) call or k calls), the signal or
+    the close just before or after: every unit is taken, none is lost, and
+    none waits while every long waiter sleeps."""
     seed = random.randrange(2**32)
     proc = run_py(child_code(WAKE_PRELUDE + FAULTS_PRELUDE + _PROC_WORKERS + _PROCS,
-                             SEED=seed, S=6, L=4, G=3, C=3, ROUNDS=ROUNDS),
+                             SEED=seed, S=6, L=4, G=3, C=3, ROUNDS=PROC_ROUNDS,
+                             ONE_PER_ROUND=True),
                   backend=backend, timeout=120)
     print(proc.stdout)
     assert "ok" in proc.stdout
@@ -414,26 +470,30 @@ def test_no_lost_wakeups_processes(backend, run_py):
 
 _KILLS = '''
     rng = random.Random(SEED)
-    workers = {}          # pid -> start order: the oldest waiter is likely
-    order = [0]           # the one a release wakes (EPOLLEXCLUSIVE, futex)
+    order = [0]
 
     def start():
-        pid, _ = spawn(steady, order[0])
-        workers[pid] = order[0]
+        i = order[0]
         order[0] += 1
-        return pid
+        line.append(i)
+        return spawn("steady", i)
 
     first = start()
     settle([(first, first)])          # the first to wait, the first woken
     for _ in range(N - 1):
         start()
     settle([(pid, pid) for pid in workers])
+    by_index = lambda i: [p for p, w in workers.items() if w[1] == i][0]
     kills = {"blocked": 0, "chosen": 0, "woken": 0}
     survived = 0          # units that outlived a chosen waiter's death
     for rnd in range(ROUNDS):
         how = rng.choice(sorted(kills))
-        oldest = min(workers, key=workers.get)
-        victim = oldest if how == "chosen" else rng.choice(sorted(workers))
+        read_reports()
+        # The kernel offers a release to the waiter that has gone longest
+        # without a unit (EPOLLEXCLUSIVE, in registration order; a taker
+        # registers again), most likely.
+        victim = (by_index(line[0]) if how == "chosen"
+                  else rng.choice(sorted(workers)))
         if how == "blocked":
             os.kill(victim, signal.SIGKILL)   # holds nothing: no unit there
             k = rng.randint(1, N - 1)
@@ -445,7 +505,7 @@ _KILLS = '''
                 time.sleep(rng.uniform(0, 0.002))
             os.kill(victim, signal.SIGKILL)
         os.waitpid(victim, 0)
-        del workers[victim]
+        line.remove(workers.pop(victim)[1])
         kills[how] += 1
         books["released"] += k
         if how != "blocked" and ev._peek():
@@ -459,7 +519,7 @@ _KILLS = '''
                         % (books["released"], taken()))
             pace([(p, p) for p in workers])
         start()
-    stop_all(workers)
+    stop_all()
     left = ev._peek()
     lost = books["released"] - books["g"] - left
     stats = ("seed %d, %s: kills %r, %d units outlived their chosen waiter; "
@@ -480,7 +540,8 @@ def test_killed_waiters_cost_no_units(backend, run_py):
     the bound unless the victim took it."""
     seed = random.randrange(2**32)
     proc = run_py(child_code(WAKE_PRELUDE + FAULTS_PRELUDE + _PROC_WORKERS + _KILLS,
-                             SEED=seed, N=12, ROUNDS=KILL_ROUNDS),
+                             SEED=seed, N=12, ROUNDS=KILL_ROUNDS,
+                             ONE_PER_ROUND=False),
                   backend=backend, timeout=120)
     print(proc.stdout)
     assert "ok" in proc.stdout
