@@ -67,15 +67,19 @@ WAKE_PRELUDE = '''
         `pid` by default): one per sleep it woke from."""
         return int(status(pid, tid or pid, "voluntary_ctxt_switches"))
 
-    def asleep(pid, tid=None):
-        """True if the thread is sleeping inside a system call."""
-        tid = tid or pid
+    def sleep_state(pid, tid):
+        """(state letter, wchan) of a thread; wchan "?" where unreadable."""
         try:
             with open("/proc/%d/task/%d/wchan" % (pid, tid)) as f:
                 wchan = f.read().strip()
         except OSError:
-            wchan = "?"                           # no wchan here: state only
-        return status(pid, tid, "State") == "S" and wchan not in ("", "0")
+            wchan = "?"
+        return status(pid, tid, "State"), wchan
+
+    def asleep(pid, tid=None):
+        """True if the thread is sleeping inside a system call."""
+        state, wchan = sleep_state(pid, tid or pid)
+        return state == "S" and wchan not in ("", "0")
 
     def settle(threads):
         """Wait (bounded) until every (pid, tid) sleeps, then a little more,
@@ -104,24 +108,26 @@ WAKE_PRELUDE = '''
         a look without waking once: a wake-up was lost, and only a re-check
         (up to 100 ms later) would find the units.  Never true by a race: a
         woken thread is runnable until it sleeps again, and that sleep
-        counts a switch.  A thread of this process, woken, may sleep for
-        the GIL; the look outlasts a few GIL switch intervals, so such a
-        thread shows a switch."""
+        counts a switch.  A woken waiter may sleep for the GIL before it
+        passes the wake-up on: that sleep is in a futex, so where a sleeper
+        may be in one (the futex backend, or no wchan) the look outlasts
+        three GIL switch intervals, in each of which a thread waiting for
+        the GIL wakes once."""
         left = ev._peek()
         if not left or not sleepers:
             return False
-        me = os.getpid()
-        window = (3 * sys.getswitchinterval()
-                  if any(p == me for p, _ in sleepers) else 0.003)
         try:
-            before = [(asleep(p, t), switches(p, t)) for p, t in sleepers]
-            if not all(a for a, _ in before):
+            looks = [sleep_state(p, t) for p, t in sleepers]
+            if not all(st == "S" and w not in ("", "0") for st, w in looks):
                 return False
-            time.sleep(window)
-            after = [(asleep(p, t), switches(p, t)) for p, t in sleepers]
+            before = [switches(p, t) for p, t in sleepers]
+            gil = any("futex" in w or w == "?" for _, w in looks)
+            time.sleep(3 * sys.getswitchinterval() if gil else 0.003)
+            after = [switches(p, t) for p, t in sleepers]
+            again = [sleep_state(p, t) for p, t in sleepers]
         except OSError:                  # a thread ended: it was not asleep
             return False
-        return before == after and ev._peek() == left
+        return before == after and looks == again and ev._peek() == left
 
     def until_taken(ev, what, sleepers=lambda: (), done=None):
         """Wait (bounded) until the counter is empty and done() (the takers'
