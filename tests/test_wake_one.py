@@ -27,14 +27,13 @@ construction and must pass everywhere.
 Also: ``release(n)`` hands n units to n distinct waiters (threads, and
 processes, where each woken waiter passes the rest on) without any unit
 sitting in the counter while every waiter sleeps (``quiet()``: the re-checks
-would hide such a lost wake-up), and a process forked
-while the parent has waiters blocked can itself wait and be woken, while the
-parent's waiters still get their units.
+would hide such a lost wake-up), and a process forked while the parent has
+waiters blocked can itself wait and be woken, while the parent's waiters
+still get their units.
 
 Every scenario runs in a child interpreter behind a faulthandler watchdog,
 with every wait bounded; nothing is timed.
 """
-import pytest
 
 from _faults import child_code
 
