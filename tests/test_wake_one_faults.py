@@ -547,6 +547,60 @@ def test_killed_waiters_cost_no_units(backend, run_py):
     assert "ok" in proc.stdout
 
 
+# ---- close while chosen -------------------------------------------------------
+
+_CLOSE_CHOSEN = '''
+    me = os.getpid()
+    outcomes = {}
+    rnd = 0
+    # Until the waiter was closed (rather than quick enough to take the
+    # unit first) in CLOSED rounds, or ROUNDS rounds in all.
+    while outcomes.get("closed", 0) < CLOSED and rnd < ROUNDS:
+        rnd += 1
+        ev = efd.EventFD(0, semaphore=True, backend=BACKEND)
+        # A thread of this process waits on T (a twin of ev) first, so that
+        # T's place in the kernel's line comes first; then a forked child
+        # waits on ev.  The release's one wake-up goes to T's waiter, and T
+        # is closed at once: its waiter ends with ValueError and must still
+        # hand the wake-up on to the child.
+        T = twin(ev, nonblocking=False)
+        t, box = in_thread(T.acquire, True, LIMIT)
+        pace([(me, t.native_id)])
+        child = fork_worker(lambda: REP.send("g", int(ev.acquire(timeout=LIMIT))))
+        pace([(child, child)])
+        ev.release(1)
+        T.close()
+        t.join(PROMPT)
+        check(not t.is_alive(), "the closed waiter did not end")
+        if box.get("result") is True:      # it took the unit before the close
+            outcome = "took"
+            ev.release(1)
+        else:
+            check(isinstance(box.get("error"), ValueError), lambda: repr(box))
+            outcome = "closed"
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        until_taken(ev, lambda: "round %d, the closed waiter %s" % (rnd, outcome),
+                    lambda: [(child, child)])
+        check(REP.expect("g") == [1], "the child did not get the unit")
+        os.waitpid(child, 0)
+        ev.close()
+    print("%s: the waiter closed under it %r" % (BACKEND, outcomes))
+    check(outcomes.get("closed"), "the waiter was never closed while it waited")
+    print("ok")
+'''
+
+
+def test_closed_while_chosen_hands_the_wake_up_on(backend, run_py):
+    """A waiter whose object is closed just as a release's one wake-up comes
+    to it ends with ValueError and hands the wake-up on: the waiting child
+    process gets the unit without waiting for a re-check (4 such rounds, in
+    at most 60)."""
+    proc = run_py(child_code(WAKE_PRELUDE + _CLOSE_CHOSEN, CLOSED=4, ROUNDS=60),
+                  backend=backend, timeout=90)
+    print(proc.stdout)
+    assert "ok" in proc.stdout
+
+
 # ---- no epoll: today's behaviour ---------------------------------------------
 
 def test_wake_counts_without_epoll(backend, run_py):
