@@ -121,7 +121,9 @@ typedef struct efd_backend {
     int (*peek)(efd_impl *impl, uint64_t *value);
     /* Optional (NULL: nothing to do).  The readiness fd polled readable but
      * a read found nothing: make readiness agree with the count again (a
-     * process may have died between changing one and the other). */
+     * process may have died between changing one and the other).  0, or
+     * EBUSY: somebody is bringing it in step right now (a look at once
+     * would find it stale still). */
     int (*repair)(efd_impl *impl);
     /* Optional: units this process holds outside the counter and will
      * give back (eventfd-readback); tries once to give them back first. */

@@ -23,15 +23,18 @@
  *     the count empty and has nothing to hand on.  A waiter killed after it
  *     was chosen hands nothing on: everyone asleep looks at the count again
  *     every EFD_RECHECK_MS (SPEC §5);
- *   - level-triggered and plainly, for the memory backends (pipe; futex
- *     sleeps on its futex and comes here only with no futex) and where the
- *     kernel refuses EPOLLEXCLUSIVE.  A memory backend's release that finds
- *     the token already there writes nothing, so no edge would announce
- *     its unit; a level-triggered registration stays ready while the token
- *     is there.  The threads of one process still wake about one at a
- *     time (the kernel hands a level-triggered event on to the next sleeper
- *     of an instance, which goes back to sleep inside the kernel if the
- *     token has gone meanwhile), but every process that waits wakes.
+ *   - level-triggered and plainly where the kernel refuses EPOLLEXCLUSIVE
+ *     (the kernel hands a level-triggered event on to the next sleeper of
+ *     an instance, which goes back to sleep inside the kernel if the count
+ *     has gone meanwhile), and level-triggered and one-shot for the pipe
+ *     backend: a memory backend's release that finds the token already
+ *     there writes nothing, so no edge would announce its unit, while a
+ *     level-triggered registration stays ready as long as the token is
+ *     there.  The token may outlive the count for a moment (until whoever
+ *     took the last unit takes it too); one-shot, a single sleeper is
+ *     handed the event, looks, and arms it again (efd_herd_rearm) -- after
+ *     a millisecond's back-off if the token was stale (efd_wait.c).  One
+ *     thread of each waiting process wakes.
 
  * close() writes the herd's kick channel, registered level-triggered: every
  * sleeper wakes, one after another, and sees the object closed.

@@ -311,8 +311,10 @@ sync_locked(efd_impl *impl, int owner_died)
     }
 }
 
-/* Bring readiness in step with the count, never waiting for the lock. */
-static void
+/* Bring readiness in step with the count, never waiting for the lock:
+ * 0, or EBUSY if the lock was held (its holder looks at `dirty` after
+ * unlocking). */
+static int
 sync_token(efd_impl *impl)
 {
     struct efd_count *c = impl->cnt;
@@ -326,7 +328,7 @@ sync_token(efd_impl *impl)
         }
 #endif
         if (r != 0)
-            return;     /* busy: its holder looks at `dirty` after unlocking */
+            return EBUSY;
         atomic_store(&c->locked, 1);
         atomic_store(&c->dirty, 0);
         sync_locked(impl, died);
@@ -337,7 +339,7 @@ sync_token(efd_impl *impl)
         atomic_store(&c->locked, 0);
         pthread_mutex_unlock(&c->lock);
         if (!atomic_load(&c->dirty))
-            return;
+            return 0;
     }
 }
 
@@ -356,7 +358,7 @@ after_change(efd_impl *impl, uint64_t now)
     if (atomic_load(&c->armed)
             && ((now > 0) != (atomic_load(&c->token) != 0)
                 || atomic_load(&c->locked)))
-        sync_token(impl);
+        (void)sync_token(impl);
 }
 
 int
@@ -414,9 +416,7 @@ efd_count_peek(efd_impl *impl, uint64_t *value)
 int
 efd_count_repair(efd_impl *impl)
 {
-    if (atomic_load(&impl->cnt->armed))
-        sync_token(impl);
-    return 0;
+    return atomic_load(&impl->cnt->armed) ? sync_token(impl) : 0;
 }
 
 void
@@ -425,7 +425,7 @@ efd_count_arm(efd_impl *impl)
     struct efd_count *c = impl->cnt;
     if (!atomic_load(&c->armed)) {
         atomic_store(&c->armed, 1);
-        sync_token(impl);
+        (void)sync_token(impl);
     }
 }
 

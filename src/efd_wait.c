@@ -36,10 +36,12 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 
 static int64_t
@@ -350,15 +352,24 @@ sleep_once(eventfd_object *self, efd_waiter *w, int op, struct pollfd *pfd,
     int n;
     *err = 0;
     if (backoff) {
-        /* The readiness fd said "ready" and the count said no: a memory
-         * backend's token that its mover has not taken yet.  Polling it
-         * again would spin until the mover runs (on a busy machine, for
-         * long): give it a millisecond, watching only for close(). */
+        /* The readiness fd said "ready", the count said no, and somebody
+         * holds the token's lock: a memory backend's token that its mover
+         * is about to take.  Polling it again would spin until the mover
+         * runs (on a busy machine, for long; for ever if it is stopped):
+         * yield to it the first time, then sleep, longer as it goes on,
+         * watching only for close(). */
         struct pollfd kick;
+        struct timespec ts;
+        if (backoff == 1) {
+            sched_yield();
+            return 0;
+        }
+        ts.tv_sec = 0;
+        ts.tv_nsec = ms == 0 ? 0 : (backoff <= 3 ? 100 : 1000) * 1000L;
         kick.fd = w->kind == EFD_WAITER_HERD ? self->herd_krfd : w->rfd;
         kick.events = POLLIN;
         kick.revents = 0;
-        n = poll(&kick, 1, ms < 0 || ms > 1 ? 1 : ms);
+        n = ppoll(&kick, 1, &ts, NULL);
         if (n < 0)
             *err = errno;
         else if (n > 0 && w->kind != EFD_WAITER_HERD)
@@ -402,7 +413,8 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
     efd_impl *impl = &self->impl;
     int64_t deadline = -1;
     uint64_t generation = LOAD(&self->generation);
-    int err, result, pollout_lies = 0, first, quiet, backoff = 0, rearm = 0;
+    int err, result, pollout_lies = 0, first, quiet, rearm = 0;
+    int busy = 0, backoff = 0;
     uint32_t ticket = 0;
     efd_waiter *w;
 
@@ -495,9 +507,13 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
                  * (memory backends: a process died before its sync). */
                 if (err == EAGAIN && impl->ops->repair != NULL
                         && (pfd[0].revents & POLLIN)) {
-                    (void)impl->ops->repair(impl);
-                    backoff = 1;
+                    if (impl->ops->repair(impl) == EBUSY)
+                        backoff = ++busy;   /* longer each time in a row */
+                    else
+                        busy = 0;
                 }
+                else if (err != EAGAIN)
+                    busy = 0;
             }
             if (n > 0 && !first)
                 __atomic_add_fetch(&self->woken, 1, __ATOMIC_RELAXED);
