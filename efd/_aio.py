@@ -12,7 +12,16 @@ when only asyncio is installed):
   descriptor polls readable the callback hands units to the queued futures
   in FIFO order, one non-blocking read each, and stops at the first read
   that finds nothing (another thread or process got there first: spurious
-  readiness is normal).
+  readiness is normal).  Where the object wakes waiters one at a time
+  (:attr:`efd.EventFD._wake_one`) and the loop waits with
+  :class:`selectors.EpollSelector` (asyncio's default loop on Linux), the
+  reader is registered with ``EPOLLEXCLUSIVE`` in the loop's epoll set, so
+  that a release wakes one loop of all those waiting in every process,
+  not each of them (:func:`_register_exclusive`).  A loop registered that
+  way that stops watching while units are there passes the wake-up on
+  (:meth:`efd.EventFD._pass_on`), and looks at the count every
+  :data:`RECHECK` seconds while it watches, in case the loop chosen for a
+  wake-up belonged to a process that was killed before it could read.
 * **trio** (and anyio on its trio backend): the tasks of one ``trio.run``
   waiting on one object queue on a fair :class:`trio.Lock`
   (:class:`_TrioWaiters`); the task at the head alone waits in
@@ -46,6 +55,8 @@ never touches them.
 """
 import asyncio
 import os
+import select
+import selectors
 import sys
 import threading
 import time
@@ -93,6 +104,79 @@ _COUNT_IN_MEMORY = frozenset(("pipe", "futex"))
 RECHECK = 0.1
 
 _get_running_loop = asyncio._get_running_loop
+
+#: ``select.EPOLLEXCLUSIVE`` where Python has it (Linux), else 0.
+_EPOLLEXCLUSIVE = getattr(select, "EPOLLEXCLUSIVE", 0)
+#: The epoll-based selector class, where the platform has one.
+_EpollSelector = getattr(selectors, "EpollSelector", None)
+
+
+def _loop_epoll(loop: asyncio.AbstractEventLoop) -> Any:
+    # The select.epoll object an asyncio selector loop waits in, or None for
+    # any other loop (uvloop, other selectors, the proactor).
+    if not _EPOLLEXCLUSIVE or _EpollSelector is None:
+        return None
+    selector = getattr(loop, "_selector", None)
+    if not isinstance(selector, _EpollSelector):
+        return None
+    epoll = getattr(selector, "_selector", None)
+    return epoll if isinstance(epoll, select.epoll) else None
+
+
+def _register_exclusive(loop: asyncio.AbstractEventLoop, fd: int,
+                        callback: Any) -> bool:
+    """Make the reader that ``loop.add_reader(fd, callback)`` has just
+    registered an exclusive one, where the loop allows it.
+
+    On an asyncio loop whose selector is :class:`selectors.EpollSelector`,
+    ``fd`` is taken out of the selector's epoll set and put back with
+    ``EPOLLIN | EPOLLEXCLUSIVE`` (``EPOLL_CTL_MOD`` refuses that flag).  The
+    selector's own map is left as it is, so ``remove_reader`` works as
+    before (``EPOLL_CTL_DEL`` accepts an exclusive entry).  The loop is not
+    waiting meanwhile (this runs in its thread, or while it is stopped),
+    and adding an entry looks at the descriptor at once, so no readiness is
+    missed in between.
+
+    Args:
+        loop: The loop that has just registered the reader.
+        fd: The descriptor watched.
+        callback: The reader callback (to register the reader again should
+            the epoll set refuse both ways).
+
+    Returns:
+        True if the registration is now exclusive; False if it is the
+        plain one (any other loop, a writer on the same descriptor, or a
+        kernel that refuses the flag).
+
+    Raises:
+        OSError: The descriptor could be registered neither way (the
+            reader is then registered again through the loop, which
+            raised).
+    """
+    epoll = _loop_epoll(loop)
+    if epoll is None:
+        return False
+    key = loop._selector.get_map().get(fd)  # type: ignore[attr-defined]
+    if key is None or key.events != selectors.EVENT_READ:
+        # Not registered by us alone, or a writer too: leave it be.
+        return False
+    try:
+        epoll.unregister(fd)
+    except OSError:
+        return False
+    try:
+        epoll.register(fd, select.EPOLLIN | _EPOLLEXCLUSIVE)
+        return True
+    except OSError:
+        pass
+    try:
+        epoll.register(fd, select.EPOLLIN)
+    except OSError:
+        # The set refused the plain entry too: start over through the
+        # loop, which raises if it cannot either.
+        loop.remove_reader(fd)
+        loop.add_reader(fd, callback)
+    return False
 
 
 def _forget_in_child() -> None:
@@ -218,11 +302,14 @@ class _Waiters:
     counts consumers that were handed a value and have not resumed yet
     (newcomers queue behind them).  The reader callback is registered while
     anybody is queued; the record stays published while anybody is queued
-    or served.
+    or served.  ``exclusive`` tells whether that registration is an
+    ``EPOLLEXCLUSIVE`` one (see :func:`_register_exclusive`): only while
+    nobody waits as a watcher, since :meth:`efd.Event.set` must wake every
+    loop.
     """
 
     __slots__ = ("ev", "loop", "fd", "key", "consumers", "watchers",
-                 "served", "reading", "recheck")
+                 "served", "reading", "exclusive", "recheck")
 
     def __init__(self, ev: "EventFD", loop: asyncio.AbstractEventLoop) -> None:
         self.ev = ev
@@ -233,6 +320,7 @@ class _Waiters:
         self.watchers: List["asyncio.Future[Any]"] = []
         self.served = 0
         self.reading = False
+        self.exclusive = False
         self.recheck: Any = None
 
     def busy(self) -> bool:
@@ -240,9 +328,18 @@ class _Waiters:
         return bool(self.consumers or self.served)
 
     def watch(self) -> None:
-        """Register the reader callback unless it is registered."""
+        """Register the reader callback unless it is registered.
+
+        The registration is exclusive where the object wakes waiters one at
+        a time and the loop allows it, unless watchers wait (an exclusive
+        registration that a watcher joins is made plain again).
+        """
         if self.reading:
-            return
+            if not (self.exclusive and self.watchers):
+                return
+            # A watcher must see every set(): register the plain way.  The
+            # loop keeps watching, so there is nothing to pass on.
+            self.unwatch(pass_on=False)
         try:
             self.loop.add_reader(self.fd, self._ready)
         except NotImplementedError:
@@ -253,14 +350,23 @@ class _Waiters:
                 % type(self.loop).__name__
             ) from None
         self.reading = True
-        if self.ev.backend in _COUNT_IN_MEMORY:
+        if self.ev._wake_one and not self.watchers:
+            try:
+                self.exclusive = _register_exclusive(self.loop, self.fd,
+                                                     self._ready)
+            except OSError:
+                self.reading = False    # the loop holds no reader now
+                raise
+        if self.exclusive or self.ev.backend in _COUNT_IN_MEMORY:
             self.recheck = self.loop.call_later(RECHECK, self._recheck)
 
     def _recheck(self) -> None:
         # The memory backends' token can go missing with a process killed
-        # between changing the count and moving it: look at the count itself
-        # every RECHECK seconds while anybody waits (SPEC 5: a wake-up owed
-        # by a dead process arrives within that interval).
+        # between changing the count and moving it, and a process killed
+        # while its loop was the one an exclusive wake-up chose takes the
+        # wake-up with it: look at the count itself every RECHECK seconds
+        # while anybody waits (SPEC 5: a wake-up owed by a dead process
+        # arrives within that interval).
         self.recheck = None
         if not self.reading:
             return
@@ -273,11 +379,18 @@ class _Waiters:
         if self.reading and self.recheck is None:
             self.recheck = self.loop.call_later(RECHECK, self._recheck)
 
-    def unwatch(self) -> None:
-        """Remove the reader callback if it is registered."""
+    def unwatch(self, pass_on: bool = True) -> None:
+        """Remove the reader callback if it is registered.
+
+        After an exclusive registration, and unless ``pass_on`` is False or
+        the object is being closed, the wake-up is passed on to another
+        waiter if units are there: this loop may have been the one a
+        release woke, and it is not going to take them.
+        """
         if not self.reading:
             return
         self.reading = False
+        exclusive, self.exclusive = self.exclusive, False
         if self.recheck is not None:
             self.recheck.cancel()
             self.recheck = None
@@ -286,6 +399,14 @@ class _Waiters:
         except (OSError, RuntimeError, ValueError):
             # The loop is closed: nothing of it is left registered.
             pass
+        ev = self.ev
+        if exclusive and pass_on and not ev.closed and ev not in _closing:
+            try:
+                ev._pass_on()
+            except (OSError, ValueError):
+                # Closed meanwhile (its waiters are woken anyway), or an
+                # error the next wait will report; the others re-check.
+                pass
 
     def settle(self) -> None:
         """Drop the reader once nobody is queued, the record once nobody is
