@@ -112,15 +112,18 @@ _EpollSelector = getattr(selectors, "EpollSelector", None)
 
 
 def _loop_epoll(loop: asyncio.AbstractEventLoop) -> Any:
-    # The select.epoll object an asyncio selector loop waits in, or None for
-    # any other loop (uvloop, other selectors, the proactor).
+    # The epoll object (select.epoll, or whatever stands in for it) that an
+    # asyncio selector loop waits in, or None for any other loop (uvloop,
+    # other selectors, the proactor).
     if not _EPOLLEXCLUSIVE or _EpollSelector is None:
         return None
     selector = getattr(loop, "_selector", None)
     if not isinstance(selector, _EpollSelector):
         return None
     epoll = getattr(selector, "_selector", None)
-    return epoll if isinstance(epoll, select.epoll) else None
+    if not (hasattr(epoll, "register") and hasattr(epoll, "unregister")):
+        return None
+    return epoll
 
 
 def _register_exclusive(loop: asyncio.AbstractEventLoop, fd: int,
@@ -162,16 +165,16 @@ def _register_exclusive(loop: asyncio.AbstractEventLoop, fd: int,
         return False
     try:
         epoll.unregister(fd)
-    except OSError:
+    except (OSError, ValueError):
         return False
     try:
         epoll.register(fd, select.EPOLLIN | _EPOLLEXCLUSIVE)
         return True
-    except OSError:
+    except (OSError, ValueError):
         pass
     try:
         epoll.register(fd, select.EPOLLIN)
-    except OSError:
+    except (OSError, ValueError):
         # The set refused the plain entry too: start over through the
         # loop, which raises if it cannot either.
         loop.remove_reader(fd)
@@ -309,7 +312,7 @@ class _Waiters:
     """
 
     __slots__ = ("ev", "loop", "fd", "key", "consumers", "watchers",
-                 "served", "reading", "exclusive", "recheck")
+                 "served", "reading", "exclusive", "recheck", "poller")
 
     def __init__(self, ev: "EventFD", loop: asyncio.AbstractEventLoop) -> None:
         self.ev = ev
@@ -322,6 +325,7 @@ class _Waiters:
         self.reading = False
         self.exclusive = False
         self.recheck: Any = None
+        self.poller: Any = None
 
     def busy(self) -> bool:
         """Whether a newcomer must queue: consumers wait or were served."""
@@ -366,12 +370,20 @@ class _Waiters:
         # while its loop was the one an exclusive wake-up chose takes the
         # wake-up with it: look at the count itself every RECHECK seconds
         # while anybody waits (SPEC 5: a wake-up owed by a dead process
-        # arrives within that interval).
+        # arrives within that interval).  A kernel counter's descriptor
+        # polls readable exactly while the count is above zero, and poll()
+        # costs far less than _peek()'s read of /proc.
         self.recheck = None
-        if not self.reading:
+        if not self.reading or self.ev.closed:
             return
         try:
-            ready = bool(self.ev._peek())
+            if self.ev.backend in _COUNT_IN_MEMORY:
+                ready = bool(self.ev._peek())
+            else:
+                if self.poller is None:
+                    self.poller = select.poll()
+                    self.poller.register(self.fd, select.POLLIN)
+                ready = bool(self.poller.poll(0))
         except ValueError:              # closed: close() fails the waiters
             return
         if ready:

@@ -362,6 +362,92 @@ def test_release_wakes_one_loop(backend, run_py):
     assert k // 2 <= epoll["wakes"] <= 2 * k + n, epoll
 
 
+# ---- falling back to the plain registration ------------------------------
+
+FALLBACK = r'''
+import errno, threading
+
+CASE = "@CASE@"
+
+
+class Refusing:
+    """An epoll set that refuses some registrations of one descriptor."""
+
+    def __init__(self, epoll):
+        self.epoll = epoll
+        self.target = -1
+        self.calls = 0
+
+    def register(self, fd, eventmask=select.EPOLLIN):
+        if fd == self.target:
+            self.calls += 1
+            if refuse(self.calls, eventmask):
+                raise OSError(errno.EINVAL, "refused for the test")
+        return self.epoll.register(fd, eventmask)
+
+    def __getattr__(self, name):
+        return getattr(self.epoll, name)
+
+
+def refuse(call, mask):
+    if CASE == "exclusive":         # a kernel without EPOLLEXCLUSIVE
+        return bool(mask & select.EPOLLEXCLUSIVE)
+    if CASE == "both":              # the exclusive entry and the plain one
+        return call in (2, 3)       # put back; the loop's own retry works
+    return False
+
+
+async def main(loop, ev):
+    fd = ev.fileno()
+    loop._selector._selector.target = fd
+    if CASE == "writer":            # someone else watches it for writing
+        loop.add_writer(fd, lambda: None)
+    task = asyncio.ensure_future(ev.acquire_async(timeout=PROMPT))
+    record = await until_watching(ev)
+    exclusive = record.exclusive
+    threading.Timer(0.02, ev.release).start()
+    ok = await task
+    if CASE == "writer":
+        loop.remove_writer(fd)
+    epoll = loop._selector._selector
+    left = loop._selector.get_map().get(fd) is not None
+    try:                    # EEXIST if the kernel's set still holds it
+        epoll.epoll.register(fd, select.EPOLLIN)
+        epoll.epoll.unregister(fd)
+    except FileExistsError:
+        left = True
+    return {"ok": ok, "exclusive": exclusive, "calls": epoll.calls,
+            "left": left}
+
+
+selector = selectors.EpollSelector()
+selector._selector = Refusing(selector._selector)
+loop = asyncio.SelectorEventLoop(selector)
+ev = efd.EventFD(0, semaphore=True)
+try:
+    print(json.dumps(loop.run_until_complete(main(loop, ev))))
+finally:
+    loop.close()
+    ev.close()
+'''
+
+
+@pytest.mark.parametrize("case", ["none", "exclusive", "both", "writer"])
+def test_exclusive_registration_falls_back(backend, run_py, case):
+    """An epoll set that refuses EPOLLEXCLUSIVE (EINVAL), or refuses both
+    the exclusive entry and the plain one put back, or a writer on the
+    same descriptor: the wait keeps the plain registration and works."""
+    wake_one_or_skip(run_py, backend)
+    res = orchestrate(run_py, backend, FALLBACK.replace("@CASE@", case))
+    assert res["ok"] is True, res
+    assert res["exclusive"] is (case == "none"), res
+    assert not res["left"], "the loop still watches the descriptor: %s" % res
+    # none: plain, then exclusive; exclusive: + the plain one put back;
+    # both: + the loop's own registration; writer: the loop's one only.
+    assert res["calls"] == {"none": 2, "exclusive": 3, "both": 4,
+                            "writer": 1}[case], res
+
+
 # ---- passing the wake-up on --------------------------------------------
 
 PASS_ON = r'''
