@@ -448,6 +448,48 @@ def test_exclusive_registration_falls_back(backend, run_py, case):
                             "writer": 1}[case], res
 
 
+WATCHER = r'''
+async def main(loop, ev):
+    fd = ev.fileno()
+    consumer = asyncio.ensure_future(ev.acquire_async(timeout=PROMPT))
+    record = await until_watching(ev)
+    before = record.exclusive
+    # What efd.Event.wait_async does: wait to see the descriptor readable.
+    watcher = asyncio.ensure_future(_aio.wait(ev, PROMPT, False))
+    await asyncio.sleep(0.01)
+    after = record.exclusive
+    ev.release()
+    got = await asyncio.gather(consumer, watcher)
+    in_set = False
+    try:
+        loop._selector._selector.register(fd, select.EPOLLIN)
+        loop._selector._selector.unregister(fd)
+    except FileExistsError:
+        in_set = True
+    return {"before": before, "after": after, "got": got, "in_set": in_set}
+
+
+loop = asyncio.SelectorEventLoop(selectors.EpollSelector())
+ev = efd.EventFD(0)
+try:
+    print(json.dumps(loop.run_until_complete(main(loop, ev))))
+finally:
+    loop.close()
+    ev.close()
+'''
+
+
+def test_watcher_makes_the_registration_plain(backend, run_py):
+    """A task that waits to see the descriptor readable (what
+    Event.wait_async does) joins a loop registered exclusively: the
+    registration becomes the plain one (every loop must see a set()), and
+    both the consumer and the watcher are served."""
+    wake_one_or_skip(run_py, backend)
+    res = orchestrate(run_py, backend, WATCHER)
+    assert res == {"before": True, "after": False, "got": [True, True],
+                   "in_set": False}, res
+
+
 # ---- passing the wake-up on --------------------------------------------
 
 PASS_ON = r'''
