@@ -17,11 +17,13 @@ when only asyncio is installed):
   :class:`selectors.EpollSelector` (asyncio's default loop on Linux), the
   reader is registered with ``EPOLLEXCLUSIVE`` in the loop's epoll set, so
   that a release wakes one loop of all those waiting in every process,
-  not each of them (:func:`_register_exclusive`).  A loop registered that
-  way that stops watching while units are there passes the wake-up on
-  (:meth:`efd.EventFD._pass_on`), and looks at the count every
-  :data:`RECHECK` seconds while it watches, in case the loop chosen for a
-  wake-up belonged to a process that was killed before it could read.
+  not each of them (:func:`_register_exclusive`); a loop that took a unit
+  and still waits registers again, at the back of the kernel's line.  A
+  loop registered that way that stops watching while units are there
+  passes the wake-up on (:meth:`efd.EventFD._pass_on`), and looks at the
+  count every :data:`RECHECK` seconds while it watches, in case the loop
+  chosen for a wake-up belonged to a process that was killed before it
+  could read.
 * **trio** (and anyio on its trio backend): the tasks of one ``trio.run``
   waiting on one object queue on a fair :class:`trio.Lock`
   (:class:`_TrioWaiters`); the task at the head alone waits in
@@ -437,6 +439,7 @@ class _Waiters:
                     fut.set_result(True)
         queue = self.consumers
         try_read = self.ev._try_read
+        took = False
         try:
             while queue:
                 fut = queue[0]
@@ -448,7 +451,15 @@ class _Waiters:
                     break
                 queue.popleft()
                 self.served += 1
+                took = True
                 fut.set_result(value)
+            if took and queue and self.exclusive:
+                # Still waiting: go to the back of the kernel's line for
+                # exclusive wake-ups, as a process's threads do after
+                # taking a unit; otherwise the loop that registered first
+                # would win every release while it has tasks queued.
+                self.exclusive = _register_exclusive(self.loop, self.fd,
+                                                     self._ready)
         except (OSError, ValueError) as exc:
             self.fail(exc)
             return

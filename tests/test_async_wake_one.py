@@ -362,6 +362,60 @@ def test_release_wakes_one_loop(backend, run_py):
     assert k // 2 <= epoll["wakes"] <= 2 * k + n, epoll
 
 
+FAIRNESS = r'''
+PROCS, TASKS, UNITS = 3, 3, 300
+
+
+def greedy(i, ev, cmd_r, rep_w):
+    # Several tasks always queued: the loop never stops watching.
+    async def main(loop):
+        stop = stop_future(loop, cmd_r)
+
+        async def task():
+            while not stop.done():
+                acq = asyncio.ensure_future(ev.acquire_async())
+                if await acquired(acq, stop):
+                    send(rep_w, "got", i)
+
+        tasks = [asyncio.ensure_future(task()) for _ in range(TASKS)]
+        await until_watching(ev)
+        send(rep_w, "ready")
+        await asyncio.gather(*tasks)
+
+    run_loop(selectors.DefaultSelector(), main)
+
+
+cmds = [os.pipe() for _ in range(PROCS)]
+with Scene() as scene:
+    ev, inbox = scene.ev, scene.inbox
+    procs = [scene.start_ready(greedy, i, ev, cmds[i][0], scene.rep_w)
+             for i in range(PROCS)]
+    got = [0] * PROCS
+    for k in range(UNITS):
+        ev.release()
+        kind, i = inbox.get(what="got after release %d" % k)
+        got[int(i)] += 1
+    for r, w in cmds:
+        os.write(w, b"q")
+    codes = finish(procs)
+    print(json.dumps({"got": got, "codes": codes, "left": ev._peek()}))
+'''
+
+
+def test_busy_loops_share_the_units(backend, run_py):
+    """Three processes whose loops always have tasks queued (so they never
+    stop watching) share 300 units released one at a time: a loop that
+    took a unit goes to the back of the kernel's line, as a process's
+    threads do, instead of the first-registered loop winning them all.
+    (Plain registrations wake every loop and leave it to a race.)"""
+    wake_one_or_skip(run_py, backend)
+    res = orchestrate(run_py, backend, FAIRNESS)
+    print("units per process:", res["got"])
+    assert sum(res["got"]) == 300 and res["left"] == 0, res
+    assert res["codes"] == [0, 0, 0], res
+    assert min(res["got"]) >= 300 // 10, res
+
+
 # ---- falling back to the plain registration ------------------------------
 
 FALLBACK = r'''
