@@ -344,21 +344,49 @@ fail(int err)
  * > 0 woken by an event, 0 the time ran out, -1 with *err (EINTR...). */
 static int
 sleep_once(eventfd_object *self, efd_waiter *w, int op, struct pollfd *pfd,
-           int ms, uint32_t ticket, int *err)
+           int ms, uint32_t ticket, int backoff, int *err)
 {
     efd_impl *impl = &self->impl;
     int n;
     *err = 0;
+    if (backoff) {
+        /* The readiness fd said "ready" and the count said no: a memory
+         * backend's token that its mover has not taken yet.  Polling it
+         * again would spin until the mover runs (on a busy machine, for
+         * long): give it a millisecond, watching only for close(). */
+        struct pollfd kick;
+        kick.fd = w->kind == EFD_WAITER_HERD ? self->herd_krfd : w->rfd;
+        kick.events = POLLIN;
+        kick.revents = 0;
+        n = poll(&kick, 1, ms < 0 || ms > 1 ? 1 : ms);
+        if (n < 0)
+            *err = errno;
+        else if (n > 0 && w->kind != EFD_WAITER_HERD)
+            pfd[1].revents = kick.revents;
+        return n;
+    }
     if (w->kind == EFD_WAITER_BLOCK) {
         int kind = op == EFD_OP_READY ? EFD_BLOCK_READY
                  : op == EFD_OP_READ ? EFD_BLOCK_READ : EFD_BLOCK_WRITE;
         *err = impl->ops->block(impl, kind, ticket, ms);
-        return *err == 0 ? 1 : *err == ETIMEDOUT ? (*err = 0, 0) : -1;
+        if (*err == ETIMEDOUT) {
+            *err = 0;
+            if (!efd_fd_closed(pfd[0].fd))
+                return 0;
+            pfd[0].revents = POLLNVAL;  /* as poll() would say */
+        }
+        return *err == 0 ? 1 : -1;
     }
     if (w->kind == EFD_WAITER_HERD) {
         n = efd_herd_sleep(self, ms, &pfd[0].revents);
         if (pfd[0].revents & POLLIN)
             w->chosen = 1;
+        /* epoll forgets a descriptor closed behind our back (os.close on
+         * fileno()) without a word: look, as poll() would (POLLNVAL). */
+        if (n == 0 && efd_fd_closed(pfd[0].fd)) {
+            pfd[0].revents = POLLNVAL;
+            n = 1;
+        }
     }
     else
         n = poll(pfd, 2, ms);
@@ -374,7 +402,7 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
     efd_impl *impl = &self->impl;
     int64_t deadline = -1;
     uint64_t generation = LOAD(&self->generation);
-    int err, result, pollout_lies = 0, first, quiet;
+    int err, result, pollout_lies = 0, first, quiet, backoff = 0, rearm = 0;
     uint32_t ticket = 0;
     efd_waiter *w;
 
@@ -440,6 +468,7 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
 
         Py_BEGIN_ALLOW_THREADS
         for (;;) {
+            int leaving;
             pfd[0].revents = pfd[1].revents = 0;
             ms = remaining_ms(deadline);
             if (ws.slice_ms > 0 && (ms < 0 || ms > ws.slice_ms))
@@ -447,7 +476,16 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
             if (first)
                 n = 1;                  /* look before the first sleep */
             else
-                n = sleep_once(self, w, op, pfd, ms, ticket, &saved_errno);
+                n = sleep_once(self, w, op, pfd, ms, ticket, backoff,
+                               &saved_errno);
+            backoff = 0;
+            if (rearm) {
+                efd_herd_rearm(self);   /* after its back-off, below */
+                rearm = 0;
+            }
+            if (self->herd_oneshot && w->kind == EFD_WAITER_HERD
+                    && (pfd[0].revents & POLLIN))
+                rearm = 1;              /* the one-shot event came to us */
             if (impl->ops->ticket != NULL)
                 ticket = impl->ops->ticket(impl);  /* before every look */
             closed = LOAD(&self->closed);
@@ -456,20 +494,39 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
                 /* Readable, yet nothing there: the readiness may be stale
                  * (memory backends: a process died before its sync). */
                 if (err == EAGAIN && impl->ops->repair != NULL
-                        && (pfd[0].revents & POLLIN))
+                        && (pfd[0].revents & POLLIN)) {
                     (void)impl->ops->repair(impl);
+                    backoff = 1;
+                }
             }
             if (n > 0 && !first)
                 __atomic_add_fetch(&self->woken, 1, __ATOMIC_RELAXED);
             else if (n == 0)
                 __atomic_add_fetch(&self->rechecks, 1, __ATOMIC_RELAXED);
-            if (!quiet || n != 0 || closed || err != EAGAIN
-                    || (deadline >= 0 && monotonic_ns() >= deadline))
+            first = 0;
+            if (rearm && !backoff) {
+                efd_herd_rearm(self);
+                rearm = 0;
+            }
+            leaving = n < 0 || closed || err != EAGAIN
+                      || (pfd[0].revents & POLLNVAL) || pfd[1].revents
+                      || (deadline >= 0 && monotonic_ns() >= deadline);
+            /* A wake-up that came to us goes on now, without waiting for
+             * the GIL (another thread of ours may hold it for long). */
+            if (w->chosen && self->herd_exclusive
+                    && (err == 0 || leaving)) {
+                if (err == 0)
+                    efd_herd_rotate(self);
+                (void)efd_pass_on(self);
+                w->chosen = 0;
+            }
+            /* Woken for nothing, or a bare re-check: sleep again (only the
+             * main thread needs the GIL, to run signal handlers). */
+            if (!quiet || leaving)
                 break;
         }
         Py_END_ALLOW_THREADS
 
-        first = 0;
         if (n >= 0 && !closed) {
             if (err == 0) {
                 result = 1;
@@ -519,18 +576,15 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
         }
     }
 
-    if (!self->closed) {
-        if (w->chosen && self->herd_exclusive) {
-            /* A release's one wake-up came to us: if units are left (we
-             * took one of several, or none), wake the next waiter. */
-            if (result == 1)
-                efd_herd_rotate(self);
-            (void)efd_pass_on(self);
-        }
-        else if (result != 1 && op == EFD_OP_READ
-                 && impl->ops->interrupt != NULL)
-            impl->ops->interrupt(impl, 0);  /* pass on a futex wake-up */
-    }
+    if (rearm)
+        efd_herd_rearm(self);
+    /* Still a user: the descriptors are open even if close() was called,
+     * and other processes may share them and wait. */
+    if (self->herd_exclusive && (w->chosen || self->closed))
+        (void)efd_pass_on(self);        /* closed, or a handler raised */
+    else if (!self->closed && result != 1 && op == EFD_OP_READ
+             && impl->ops->interrupt != NULL)
+        impl->ops->interrupt(impl, 0);  /* pass on a futex wake-up */
     waiter_end(self, w);
     return result;
 }
