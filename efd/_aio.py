@@ -105,6 +105,13 @@ _CLOSED_MESSAGE = "I/O operation on closed EventFD"
 _COUNT_IN_MEMORY = frozenset(("pipe", "futex"))
 RECHECK = 0.1
 
+#: Seconds a loop stops watching a memory backend's descriptor that polled
+#: readable with nothing to take: the token outlives the count for a moment
+#: while the process that took the last unit brings it in step, and a loop
+#: told "readable" again at once would spin (the C wait loop backs off the
+#: same way).
+STALE_BACKOFF = 0.001
+
 _get_running_loop = asyncio._get_running_loop
 
 #: ``select.EPOLLEXCLUSIVE`` where Python has it (Linux), else 0.
@@ -314,7 +321,8 @@ class _Waiters:
     """
 
     __slots__ = ("ev", "loop", "fd", "key", "consumers", "watchers",
-                 "served", "reading", "exclusive", "recheck", "poller")
+                 "served", "reading", "exclusive", "recheck", "poller",
+                 "paused")
 
     def __init__(self, ev: "EventFD", loop: asyncio.AbstractEventLoop) -> None:
         self.ev = ev
@@ -328,6 +336,7 @@ class _Waiters:
         self.exclusive = False
         self.recheck: Any = None
         self.poller: Any = None
+        self.paused: Any = None
 
     def busy(self) -> bool:
         """Whether a newcomer must queue: consumers wait or were served."""
@@ -408,6 +417,9 @@ class _Waiters:
         if self.recheck is not None:
             self.recheck.cancel()
             self.recheck = None
+        if self.paused is not None:     # the reader is off for now anyway
+            self.paused.cancel()
+            self.paused = None
         try:
             self.loop.remove_reader(self.fd)
         except (OSError, RuntimeError, ValueError):
@@ -439,7 +451,7 @@ class _Waiters:
                     fut.set_result(True)
         queue = self.consumers
         try_read = self.ev._try_read
-        took = False
+        took = stale = False
         try:
             while queue:
                 fut = queue[0]
@@ -448,6 +460,7 @@ class _Waiters:
                     continue
                 value = try_read()
                 if value is None:       # someone else took it: wait again
+                    stale = not took
                     break
                 queue.popleft()
                 self.served += 1
@@ -463,7 +476,34 @@ class _Waiters:
         except (OSError, ValueError) as exc:
             self.fail(exc)
             return
+        if stale and self.ev.backend in _COUNT_IN_MEMORY:
+            self._back_off()
         self.settle()
+
+    def _back_off(self) -> None:
+        # Readable with nothing to take, on a memory backend: stop watching
+        # for STALE_BACKOFF seconds rather than be told again at once.  (The
+        # re-check keeps running; the reader comes back as it was.)
+        if self.paused is not None or not self.reading:
+            return
+        try:
+            self.loop.remove_reader(self.fd)
+        except (OSError, RuntimeError, ValueError):
+            return
+        self.paused = self.loop.call_later(STALE_BACKOFF, self._resume)
+
+    def _resume(self) -> None:
+        # The back-off is over: watch the descriptor again.
+        self.paused = None
+        if not self.reading:
+            return
+        try:
+            self.loop.add_reader(self.fd, self._ready)
+            if self.exclusive:
+                self.exclusive = _register_exclusive(self.loop, self.fd,
+                                                     self._ready)
+        except OSError as exc:
+            self.fail(exc)
 
     def notify(self) -> None:
         """Resolve every watcher's future with True (the event was set)."""
