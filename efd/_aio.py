@@ -12,7 +12,18 @@ when only asyncio is installed):
   descriptor polls readable the callback hands units to the queued futures
   in FIFO order, one non-blocking read each, and stops at the first read
   that finds nothing (another thread or process got there first: spurious
-  readiness is normal).
+  readiness is normal).  Where the object wakes waiters one at a time
+  (:attr:`efd.EventFD._wake_one`) and the loop waits with
+  :class:`selectors.EpollSelector` (asyncio's default loop on Linux), the
+  reader is registered with ``EPOLLEXCLUSIVE`` in the loop's epoll set, so
+  that a release wakes one loop of all those waiting in every process,
+  not each of them (:func:`_register_exclusive`); a loop that took a unit
+  and still waits registers again, at the back of the kernel's line.  A
+  loop registered that way that stops watching while units are there
+  passes the wake-up on (:meth:`efd.EventFD._pass_on`), and looks at the
+  count every :data:`RECHECK` seconds while it watches, in case the loop
+  chosen for a wake-up belonged to a process that was killed before it
+  could read.
 * **trio** (and anyio on its trio backend): the tasks of one ``trio.run``
   waiting on one object queue on a fair :class:`trio.Lock`
   (:class:`_TrioWaiters`); the task at the head alone waits in
@@ -46,6 +57,8 @@ never touches them.
 """
 import asyncio
 import os
+import select
+import selectors
 import sys
 import threading
 import time
@@ -92,7 +105,90 @@ _CLOSED_MESSAGE = "I/O operation on closed EventFD"
 _COUNT_IN_MEMORY = frozenset(("pipe", "futex"))
 RECHECK = 0.1
 
+#: Seconds a loop stops watching a memory backend's descriptor that polled
+#: readable with nothing to take: the token outlives the count for a moment
+#: while the process that took the last unit brings it in step, and a loop
+#: told "readable" again at once would spin (the C wait loop backs off the
+#: same way).
+STALE_BACKOFF = 0.001
+
 _get_running_loop = asyncio._get_running_loop
+
+#: ``select.EPOLLEXCLUSIVE`` where Python has it (Linux), else 0.
+_EPOLLEXCLUSIVE = getattr(select, "EPOLLEXCLUSIVE", 0)
+#: The epoll-based selector class, where the platform has one.
+_EpollSelector = getattr(selectors, "EpollSelector", None)
+
+
+def _loop_epoll(loop: asyncio.AbstractEventLoop) -> Any:
+    # The epoll object (select.epoll, or whatever stands in for it) that an
+    # asyncio selector loop waits in, or None for any other loop (uvloop,
+    # other selectors, the proactor).
+    if not _EPOLLEXCLUSIVE or _EpollSelector is None:
+        return None
+    selector = getattr(loop, "_selector", None)
+    if not isinstance(selector, _EpollSelector):
+        return None
+    epoll = getattr(selector, "_selector", None)
+    if not (hasattr(epoll, "register") and hasattr(epoll, "unregister")):
+        return None
+    return epoll
+
+
+def _register_exclusive(loop: asyncio.AbstractEventLoop, fd: int,
+                        callback: Any) -> bool:
+    """Make the reader that ``loop.add_reader(fd, callback)`` has just
+    registered an exclusive one, where the loop allows it.
+
+    On an asyncio loop whose selector is :class:`selectors.EpollSelector`,
+    ``fd`` is taken out of the selector's epoll set and put back with
+    ``EPOLLIN | EPOLLEXCLUSIVE`` (``EPOLL_CTL_MOD`` refuses that flag).  The
+    selector's own map is left as it is, so ``remove_reader`` works as
+    before (``EPOLL_CTL_DEL`` accepts an exclusive entry).  The loop is not
+    waiting meanwhile (this runs in its thread, or while it is stopped),
+    and adding an entry looks at the descriptor at once, so no readiness is
+    missed in between.
+
+    Args:
+        loop: The loop that has just registered the reader.
+        fd: The descriptor watched.
+        callback: The reader callback (to register the reader again should
+            the epoll set refuse both ways).
+
+    Returns:
+        True if the registration is now exclusive; False if it is the
+        plain one (any other loop, a writer on the same descriptor, or a
+        kernel that refuses the flag).
+
+    Raises:
+        OSError: The descriptor could be registered neither way (the
+            reader is then registered again through the loop, which
+            raised).
+    """
+    epoll = _loop_epoll(loop)
+    if epoll is None:
+        return False
+    key = loop._selector.get_map().get(fd)  # type: ignore[attr-defined]
+    if key is None or key.events != selectors.EVENT_READ:
+        # Not registered by us alone, or a writer too: leave it be.
+        return False
+    try:
+        epoll.unregister(fd)
+    except (OSError, ValueError):
+        return False
+    try:
+        epoll.register(fd, select.EPOLLIN | _EPOLLEXCLUSIVE)
+        return True
+    except (OSError, ValueError):
+        pass
+    try:
+        epoll.register(fd, select.EPOLLIN)
+    except (OSError, ValueError):
+        # The set refused the plain entry too: start over through the
+        # loop, which raises if it cannot either.
+        loop.remove_reader(fd)
+        loop.add_reader(fd, callback)
+    return False
 
 
 def _forget_in_child() -> None:
@@ -218,11 +314,15 @@ class _Waiters:
     counts consumers that were handed a value and have not resumed yet
     (newcomers queue behind them).  The reader callback is registered while
     anybody is queued; the record stays published while anybody is queued
-    or served.
+    or served.  ``exclusive`` tells whether that registration is an
+    ``EPOLLEXCLUSIVE`` one (see :func:`_register_exclusive`): only while
+    nobody waits as a watcher, since :meth:`efd.Event.set` must wake every
+    loop.
     """
 
     __slots__ = ("ev", "loop", "fd", "key", "consumers", "watchers",
-                 "served", "reading", "recheck")
+                 "served", "reading", "exclusive", "recheck", "poller",
+                 "paused")
 
     def __init__(self, ev: "EventFD", loop: asyncio.AbstractEventLoop) -> None:
         self.ev = ev
@@ -233,16 +333,28 @@ class _Waiters:
         self.watchers: List["asyncio.Future[Any]"] = []
         self.served = 0
         self.reading = False
+        self.exclusive = False
         self.recheck: Any = None
+        self.poller: Any = None
+        self.paused: Any = None
 
     def busy(self) -> bool:
         """Whether a newcomer must queue: consumers wait or were served."""
         return bool(self.consumers or self.served)
 
     def watch(self) -> None:
-        """Register the reader callback unless it is registered."""
+        """Register the reader callback unless it is registered.
+
+        The registration is exclusive where the object wakes waiters one at
+        a time and the loop allows it, unless watchers wait (an exclusive
+        registration that a watcher joins is made plain again).
+        """
         if self.reading:
-            return
+            if not (self.exclusive and self.watchers):
+                return
+            # A watcher must see every set(): register the plain way.  The
+            # loop keeps watching, so there is nothing to pass on.
+            self.unwatch(pass_on=False)
         try:
             self.loop.add_reader(self.fd, self._ready)
         except NotImplementedError:
@@ -253,19 +365,36 @@ class _Waiters:
                 % type(self.loop).__name__
             ) from None
         self.reading = True
-        if self.ev.backend in _COUNT_IN_MEMORY:
+        if self.ev._wake_one and not self.watchers:
+            try:
+                self.exclusive = _register_exclusive(self.loop, self.fd,
+                                                     self._ready)
+            except OSError:
+                self.reading = False    # the loop holds no reader now
+                raise
+        if self.exclusive or self.ev.backend in _COUNT_IN_MEMORY:
             self.recheck = self.loop.call_later(RECHECK, self._recheck)
 
     def _recheck(self) -> None:
         # The memory backends' token can go missing with a process killed
-        # between changing the count and moving it: look at the count itself
-        # every RECHECK seconds while anybody waits (SPEC 5: a wake-up owed
-        # by a dead process arrives within that interval).
+        # between changing the count and moving it, and a process killed
+        # while its loop was the one an exclusive wake-up chose takes the
+        # wake-up with it: look at the count itself every RECHECK seconds
+        # while anybody waits (SPEC 5: a wake-up owed by a dead process
+        # arrives within that interval).  A kernel counter's descriptor
+        # polls readable exactly while the count is above zero, and poll()
+        # costs far less than _peek()'s read of /proc.
         self.recheck = None
-        if not self.reading:
+        if not self.reading or self.ev.closed:
             return
         try:
-            ready = bool(self.ev._peek())
+            if self.ev.backend in _COUNT_IN_MEMORY:
+                ready = bool(self.ev._peek())
+            else:
+                if self.poller is None:
+                    self.poller = select.poll()
+                    self.poller.register(self.fd, select.POLLIN)
+                ready = bool(self.poller.poll(0))
         except ValueError:              # closed: close() fails the waiters
             return
         if ready:
@@ -273,19 +402,37 @@ class _Waiters:
         if self.reading and self.recheck is None:
             self.recheck = self.loop.call_later(RECHECK, self._recheck)
 
-    def unwatch(self) -> None:
-        """Remove the reader callback if it is registered."""
+    def unwatch(self, pass_on: bool = True) -> None:
+        """Remove the reader callback if it is registered.
+
+        After an exclusive registration, and unless ``pass_on`` is False or
+        the object is being closed, the wake-up is passed on to another
+        waiter if units are there: this loop may have been the one a
+        release woke, and it is not going to take them.
+        """
         if not self.reading:
             return
         self.reading = False
+        exclusive, self.exclusive = self.exclusive, False
         if self.recheck is not None:
             self.recheck.cancel()
             self.recheck = None
+        if self.paused is not None:     # the reader is off for now anyway
+            self.paused.cancel()
+            self.paused = None
         try:
             self.loop.remove_reader(self.fd)
         except (OSError, RuntimeError, ValueError):
             # The loop is closed: nothing of it is left registered.
             pass
+        ev = self.ev
+        if exclusive and pass_on and not ev.closed and ev not in _closing:
+            try:
+                ev._pass_on()
+            except (OSError, ValueError):
+                # Closed meanwhile (its waiters are woken anyway), or an
+                # error the next wait will report; the others re-check.
+                pass
 
     def settle(self) -> None:
         """Drop the reader once nobody is queued, the record once nobody is
@@ -304,6 +451,7 @@ class _Waiters:
                     fut.set_result(True)
         queue = self.consumers
         try_read = self.ev._try_read
+        took = stale = False
         try:
             while queue:
                 fut = queue[0]
@@ -312,14 +460,50 @@ class _Waiters:
                     continue
                 value = try_read()
                 if value is None:       # someone else took it: wait again
+                    stale = not took
                     break
                 queue.popleft()
                 self.served += 1
+                took = True
                 fut.set_result(value)
+            if took and queue and self.exclusive:
+                # Still waiting: go to the back of the kernel's line for
+                # exclusive wake-ups, as a process's threads do after
+                # taking a unit; otherwise the loop that registered first
+                # would win every release while it has tasks queued.
+                self.exclusive = _register_exclusive(self.loop, self.fd,
+                                                     self._ready)
         except (OSError, ValueError) as exc:
             self.fail(exc)
             return
+        if stale and self.ev.backend in _COUNT_IN_MEMORY:
+            self._back_off()
         self.settle()
+
+    def _back_off(self) -> None:
+        # Readable with nothing to take, on a memory backend: stop watching
+        # for STALE_BACKOFF seconds rather than be told again at once.  (The
+        # re-check keeps running; the reader comes back as it was.)
+        if self.paused is not None or not self.reading:
+            return
+        try:
+            self.loop.remove_reader(self.fd)
+        except (OSError, RuntimeError, ValueError):
+            return
+        self.paused = self.loop.call_later(STALE_BACKOFF, self._resume)
+
+    def _resume(self) -> None:
+        # The back-off is over: watch the descriptor again.
+        self.paused = None
+        if not self.reading:
+            return
+        try:
+            self.loop.add_reader(self.fd, self._ready)
+            if self.exclusive:
+                self.exclusive = _register_exclusive(self.loop, self.fd,
+                                                     self._ready)
+        except OSError as exc:
+            self.fail(exc)
 
     def notify(self) -> None:
         """Resolve every watcher's future with True (the event was set)."""
