@@ -22,7 +22,7 @@ import multiprocessing
 
 import efd
 
-from bench_harness import HANG_SECONDS, Case, Impl, Skip, now
+from bench_harness import HANG_SECONDS, Case, Impl, Skip, fmt_time, now
 
 try:
     import posix_ipc
@@ -1015,6 +1015,7 @@ HANDOFF_KIND_LABEL = {"thread": "threads", "process": "processes",
 HANDOFF_TIMEOUT = 30.0          # the measuring side's wait for one answer
 HANDOFF_READY_TIMEOUT = 120.0   # for N waiters to be up and asleep
 HANDOFF_SETTLE_TIMEOUT = 20.0   # for them to be asleep again after a sample
+HANDOFF_SLOW = 0.05             # a point this slow ends its row (larger N skipped)
 PR_SET_PDEATHSIG = 1
 _libc = []
 
@@ -1299,32 +1300,50 @@ class CurveCase(Case):
             objs.append(close)
             pool = _WaiterPool(kind, req, resp, max(self.ns))
             release, wait, cpu = req.release, alt.timed(resp), pool.cpu
+            # efd's count of its own wake-ups in this process (issue 13's
+            # private EventFD._wakeups()): with thread waiters, how many
+            # threads one release woke.
+            wakeups = getattr(getattr(req, "_ev", req), "_wakeups", None) \
+                if kind == "thread" else None
 
             def sample(k):
                 r = range(k)
-                c0 = cpu()
+                c0, w0 = cpu(), wakeups and wakeups()
                 t0 = now()
                 for _ in r:
                     release()
                     if wait() is False:
                         raise RuntimeError("no answer within %.0f s" % HANDOFF_TIMEOUT)
                 secs = now() - t0
-                return secs / k, (cpu() - c0) / k
+                extras = {"cpu": (cpu() - c0) / k}
+                if wakeups:
+                    w1 = wakeups()
+                    extras["wakeups"] = (w1[0] - w0[0]) / k
+                    extras["rechecks"] = (w1[1] - w0[1]) / k
+                return secs / k, extras
 
+            slow = None
             for n, im in zip(self.ns, pts):
+                if slow is not None:
+                    im.available = slow
+                    continue
                 pool.grow(n)
                 pool.wait_blocked(HANDOFF_READY_TIMEOUT)
                 faulthandler.dump_traceback_later(HANG_SECONDS, exit=True)
                 try:
                     per, _ = sample(3)      # warm-up, and the sample's size
-                    im.n = max(3, min(cfg.handoff_max, int(cfg.handoff_target / per)))
+                    im.n = max(1, min(cfg.handoff_max, int(cfg.handoff_target / per)))
                     for _ in range(cfg.rounds):
-                        secs, cpu_secs = sample(im.n)
+                        secs, extras = sample(im.n)
                         im.samples.append(secs)
-                        im.extras.setdefault("cpu", []).append(cpu_secs)
+                        for key, v in extras.items():
+                            im.extras.setdefault(key, []).append(v)
                 finally:
                     faulthandler.cancel_dump_traceback_later()
                 pool.wait_blocked(HANDOFF_SETTLE_TIMEOUT)
+                if im.median() > HANDOFF_SLOW:
+                    slow = "%s per hand-off at N=%d" % (
+                        fmt_time(im.median()), n)
         except Exception as exc:
             err = "%s: %s" % (type(exc).__name__, exc)
             for im in pts:

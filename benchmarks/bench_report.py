@@ -52,6 +52,34 @@ def _curve_markdown(case, w):
                 flat = "%.2f" % (a.median() / b.median())
             w("| %s | %s | %s |" % (alt.name, " | ".join(cells), flat))
         w("")
+    _wakeups_markdown(case, w)
+
+
+def _wakeups_markdown(case, w):
+    # Issue 13's EventFD._wakeups(), where efd has it: per hand-off, how
+    # many of the waiter threads efd's wait loop woke, by an event and by a
+    # re-check slice running out.
+    rows = [alt for alt in case.alts if any(
+        p is not None and p.extras.get("wakeups")
+        for p in (case.point(alt.name, "thread", n) for n in case.ns))]
+    if not rows:
+        return
+    w("**efd wake-ups per hand-off, thread waiters** (`EventFD._wakeups()` "
+      "of the released object: waiter threads woken by an event + by a "
+      "re-check timeout, medians; 1 + 0 is one wake-up per unit)\n")
+    w("| alternative | " + " | ".join("N=%d" % n for n in case.ns) + " |")
+    w("|---|" + "---:|" * len(case.ns))
+    for alt in rows:
+        cells = []
+        for n in case.ns:
+            p = case.point(alt.name, "thread", n)
+            if p is None or not p.extras.get("wakeups"):
+                cells.append("-")
+            else:
+                cells.append("%.1f + %.2f" % (p.extra_median("wakeups"),
+                                              p.extra_median("rechecks")))
+        w("| %s | %s |" % (alt.name, " | ".join(cells)))
+    w("")
 
 
 def markdown(cases, checks, syscalls, cfg, meta, probe, elapsed):
