@@ -249,11 +249,12 @@ def plot(cases, path, meta):
     if not panels and not curves:
         return None
     ncol = 2
-    nrow = (len(panels) + len(curves) + ncol - 1) // ncol
+    first = len(panels) + len(panels) % ncol        # the curves start a row
+    nrow = (first + len(curves) + ncol - 1) // ncol
     fig, axes = plt.subplots(nrow, ncol, figsize=(15, 3.0 * nrow + 0.8), squeeze=False)
-    for ax in axes.flat[len(panels) + len(curves):]:
+    for ax in list(axes.flat[len(panels):first]) + list(axes.flat[first + len(curves):]):
         ax.axis("off")
-    for ax, (case, kind, what) in zip(axes.flat[len(panels):], curves):
+    for ax, (case, kind, what) in zip(axes.flat[first:], curves):
         _curve_panel(ax, case, kind, what, matplotlib)
     for ax, case in zip(axes.flat, panels):
         rows = [im for im in case.impls if im.ok and im.samples
