@@ -28,6 +28,7 @@ sources = [
     "src/efd_object.c",
     "src/efd_backend.c",
     "src/efd_wait.c",
+    "src/efd_herd.c",
     "src/efd_eventfd.c",
     "src/efd_readback.c",
     "src/efd_shm.c",

@@ -18,6 +18,17 @@ from efd import _efd
 BACKENDS = ("eventfd", "eventfd-readback", "pipe", "futex")
 
 
+# What a release wakes, by what the kernel offers (see docs/internals.rst).
+_WAKE_ONE = {
+    "epoll-exclusive": "yes (epoll with EPOLLEXCLUSIVE): one waiter of one "
+                       "process",
+    "epoll": "within a process (epoll; EPOLLEXCLUSIVE refused): every "
+             "waiting process wakes",
+    "poll": "no (no epoll): every waiter wakes; the 'futex' backend still "
+            "wakes one thread or process",
+}
+
+
 def _why(semaphore, probe):
     """Explain, in words, the backend the probe chain picks for a mode."""
     plain, sem = probe["eventfd2_errno"], probe["eventfd2_semaphore_errno"]
@@ -100,6 +111,8 @@ def main():
     print("  eventfd2(0, CLOEXEC|NONBLOCK|SEMAPHORE):  %s"
           % probe["eventfd2_semaphore"])
     print("  process-shared futex (backend 'futex'):   %s" % probe["futex"])
+    print("  one wake-up per release:                  %s"
+          % _WAKE_ONE[probe["wake_one"]])
     forced = os.environ.get("EFD_BACKEND", "")
     print()
     print("Automatic choice%s:" % (

@@ -133,7 +133,8 @@ typedef struct efd_backend {
      * instead of poll().  ticket() is taken before the caller's last look
      * at the count and its own stop conditions; block() sleeps until the
      * count may have changed, interrupt() was called, or ms ran out (-1:
-     * no limit), and returns 0 or an errno (EINTR).  A ticket taken before
+     * no limit), and returns 0, ETIMEDOUT if ms ran out first, or an
+     * errno (EINTR).  A ticket taken before
      * a change guarantees block() does not sleep through it. */
     uint32_t (*ticket)(efd_impl *impl);
     int (*block)(efd_impl *impl, int kind, uint32_t ticket, int ms);
@@ -141,6 +142,11 @@ typedef struct efd_backend {
      * sleeper leaves without taking anything -- pass a wake-up it may have
      * been chosen for on to the next one, if units are there. */
     void (*interrupt)(efd_impl *impl, int all);
+    /* Optional: wake the next exclusive watcher of the readiness fd
+     * (EPOLLEXCLUSIVE: one process's herd, or one event loop) without
+     * changing the count: a release's one wake-up is being handed on
+     * (efd_herd.c).  Never waits. */
+    void (*nudge)(efd_impl *impl);
     /* The descriptors that make up the object (for pickling); returns count. */
     int (*fds)(efd_impl *impl, int *out, int max);
     /* Release everything; leaves impl->fd == -1.  Never waits. */
@@ -169,6 +175,7 @@ void efd_ev_waitspec(efd_impl *impl, int for_write, efd_waitspec *ws);
 int efd_ev_peek(efd_impl *impl, uint64_t *value);
 int efd_ev_fds(efd_impl *impl, int *out, int max);
 void efd_ev_close(efd_impl *impl);
+void efd_ev_nudge(efd_impl *impl);
 
 /* Channels (efd_shm.c): a descriptor made readable by put and emptied by
  * take/drain -- an eventfd (rfd == wfd) where allowed and possible, else a
@@ -196,6 +203,7 @@ int efd_count_try_write_limit(efd_impl *impl, uint64_t value, uint64_t limit);
 int efd_count_peek(efd_impl *impl, uint64_t *value);
 int efd_count_repair(efd_impl *impl);
 void efd_count_arm(efd_impl *impl);
+void efd_count_nudge(efd_impl *impl);
 int efd_count_fds(efd_impl *impl, int *out, int max);
 void efd_count_close(efd_impl *impl);
 

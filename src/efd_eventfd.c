@@ -249,6 +249,14 @@ efd_ev_fds(efd_impl *impl, int *out, int max)
     return 1;
 }
 
+/* A write of 0 never sleeps (there is always room for nothing) and wakes
+ * the counter's watchers: the next exclusive one of them (efd_herd.c). */
+void
+efd_ev_nudge(efd_impl *impl)
+{
+    (void)efd_kernel_write(impl->fd, 0);
+}
+
 void
 efd_ev_close(efd_impl *impl)
 {
@@ -258,7 +266,7 @@ efd_ev_close(efd_impl *impl)
 const efd_backend efd_backend_eventfd = {
     "eventfd", 1, ev_open, efd_ev_adopt, ev_try_read, efd_ev_try_write, NULL,
     efd_ev_waitspec, efd_ev_peek, NULL, NULL, NULL, NULL, NULL, NULL,
-    efd_ev_fds, efd_ev_close,
+    efd_ev_nudge, efd_ev_fds, efd_ev_close,
 };
 
 #else  /* !EFD_HAVE_EVENTFD: keep the symbols so the module links. */
@@ -278,6 +286,6 @@ int efd_fd_is_eventfd(int fd)
 
 const efd_backend efd_backend_eventfd = { "eventfd", 1, NULL, NULL, NULL, NULL,
                                           NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                                          NULL, NULL, NULL, NULL };
+                                          NULL, NULL, NULL, NULL, NULL };
 
 #endif /* EFD_HAVE_EVENTFD */

@@ -173,8 +173,7 @@ fx_block(efd_impl *impl, int kind, uint32_t ticket, int ms)
     }
     ts.tv_sec = ms / 1000;
     ts.tv_nsec = (long)(ms % 1000) * 1000000L;
-    if (futex(&c->seq, FUTEX_WAIT, ticket, &ts) < 0
-            && errno != EAGAIN && errno != ETIMEDOUT)
+    if (futex(&c->seq, FUTEX_WAIT, ticket, &ts) < 0 && errno != EAGAIN)
         err = errno;
     if (who != NULL)
         sleep_leave(who, epoch);
@@ -218,7 +217,8 @@ fx_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore)
 const efd_backend efd_backend_futex = {
     "futex", 0, fx_open, fx_adopt, efd_count_try_read, fx_try_write,
     fx_try_write_limit, fx_waitspec, efd_count_peek, efd_count_repair, NULL, efd_count_arm,
-    fx_ticket, fx_block, fx_interrupt, efd_count_fds, efd_count_close,
+    fx_ticket, fx_block, fx_interrupt, efd_count_nudge, efd_count_fds,
+    efd_count_close,
 };
 
 #else  /* no futex here */
@@ -231,7 +231,7 @@ efd_futex_probe(void)
 
 const efd_backend efd_backend_futex = {
     "futex", 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL, NULL, NULL,
 };
 
 #endif

@@ -321,6 +321,12 @@ efd_fn_probe(PyObject *module, PyObject *Py_UNUSED(ignored))
     if (dict_set(d, "futex", errno_name(futex_err)) < 0
             || dict_set(d, "futex_errno", PyLong_FromLong(futex_err)) < 0)
         goto fail;
+    if (st->herd < 0)
+        st->herd = efd_herd_probe();
+    if (dict_set(d, "wake_one", PyUnicode_FromString(
+            st->herd == EFD_HERD_EXCLUSIVE ? "epoll-exclusive"
+            : st->herd == EFD_HERD_SHARED ? "epoll" : "poll")) < 0)
+        goto fail;
     return d;
 fail:
     Py_DECREF(d);
@@ -369,6 +375,7 @@ efd_fn_after_fork(PyObject *module, PyObject *Py_UNUSED(ignored))
      * may sandbox itself before it makes an EventFD: probe again. */
     st->proc++;
     st->probed = 0;
+    st->main_ident = PyThread_get_thread_ident();
     Py_RETURN_NONE;
 }
 
@@ -465,6 +472,27 @@ add_type(PyObject *module, PyType_Spec *spec, PyTypeObject **slot,
     return 0;
 }
 
+/* threading.main_thread().ident: the thread that runs signal handlers. */
+static int
+main_thread_ident(unsigned long *out)
+{
+    PyObject *threading, *main, *ident;
+    threading = PyImport_ImportModule("threading");
+    if (threading == NULL)
+        return -1;
+    main = PyObject_CallMethod(threading, "main_thread", NULL);
+    Py_DECREF(threading);
+    if (main == NULL)
+        return -1;
+    ident = PyObject_GetAttrString(main, "ident");
+    Py_DECREF(main);
+    if (ident == NULL)
+        return -1;
+    *out = PyLong_AsUnsignedLong(ident);
+    Py_DECREF(ident);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
 static int
 efd_exec(PyObject *module)
 {
@@ -474,6 +502,9 @@ efd_exec(PyObject *module)
     st->probed = 0;
     st->nowait = -1;
     st->proc = 1;
+    st->herd = -1;
+    if (main_thread_ident(&st->main_ident) < 0)
+        return -1;
     if (register_fork_hook(module) < 0)
         return -1;
 #if PY_VERSION_HEX >= 0x03090000

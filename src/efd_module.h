@@ -26,6 +26,11 @@ typedef struct {
     /* This process among its ancestors: 1 at import, bumped in every fork
      * child (see efd_impl.proc). */
     volatile uint32_t proc;
+    int herd;          /* -1 not asked yet; else EFD_HERD_* (efd_herd.c) */
+    /* The thread that runs Python's signal handlers (threading's main
+     * thread; a fork child's only thread): the only waiter that must take
+     * the GIL after a bare re-check, to run them. */
+    unsigned long main_ident;
 } efd_state;
 
 /* One thread waiting in efd_wait() with the GIL released.  The record is
@@ -40,12 +45,16 @@ typedef struct efd_waiter {
     int poked;          /* written since it was drained */
     int op;             /* what it waits for (EFD_OP_*) */
     int kind;           /* EFD_WAITER_* */
+    int chosen;         /* HERD: a readiness event woke it (efd_herd.c) */
 } efd_waiter;
 
 /* How a waiter sleeps: in poll() with its wake channel; in poll() without
  * one (none could be opened: out of descriptors), looking at the closed
- * flag and the generation every EFD_NOCHAN_MS; or in the backend's block(). */
-enum { EFD_WAITER_CHANNEL, EFD_WAITER_NOCHANNEL, EFD_WAITER_BLOCK };
+ * flag and the generation every EFD_NOCHAN_MS; in the backend's block();
+ * or (reads of the poll-based backends) in epoll_wait() on the process's
+ * shared instance, the herd (efd_herd.c). */
+enum { EFD_WAITER_CHANNEL, EFD_WAITER_NOCHANNEL, EFD_WAITER_BLOCK,
+       EFD_WAITER_HERD };
 #define EFD_NOCHAN_MS 50
 
 typedef struct {
@@ -62,6 +71,14 @@ typedef struct {
     efd_waiter *waiters;  /* those of them that sleep in poll() */
     int spare_rfd, spare_wfd;  /* one wake channel kept for the next waiter */
     uint64_t generation;  /* bumped by efd.Event.set() in this process */
+    /* This process's herd of readers (efd_herd.c): the epoll instance they
+     * sleep in, the channel close() kicks, and whether the readiness fd is
+     * registered exclusively (one wake-up per unit across processes). */
+    int herd_ep, herd_krfd, herd_kwfd, herd_exclusive;
+    /* How often this process's waiters woke for an event, and for a bare
+     * re-check (EventFD._wakeups()); updated without the GIL. */
+    uint64_t woken, rechecks;
+    efd_state *state;     /* the module's (kept alive as impl.proc says) */
 #if PY_VERSION_HEX < 0x03090000
     PyObject *module;  /* 3.8: keeps the state impl.proc points into alive */
 #endif
@@ -132,6 +149,35 @@ int efd_parse_release(PyObject *const *args, Py_ssize_t nargs,
 /* Release what the object holds now if nobody is inside it; otherwise
  * wake the waiters and leave the final close to the last of them. */
 void efd_object_close(eventfd_object *self);
+
+/* EFD_OP_READY's look: 0 if the count is above zero now, else EAGAIN or
+ * an errno.  Never waits; callable without the GIL. */
+int efd_ready_now(efd_impl *impl);
+
+/* ---- one wake-up per unit (efd_herd.c) ---- */
+
+enum { EFD_HERD_NONE, EFD_HERD_SHARED, EFD_HERD_EXCLUSIVE };
+/* What the kernel offers: EFD_HERD_EXCLUSIVE (epoll with EPOLLEXCLUSIVE),
+ * EFD_HERD_SHARED (epoll without it), EFD_HERD_NONE (no epoll). */
+int efd_herd_probe(void);
+/* Whether this object's waiters in different processes (and event loops
+ * that register its fd with EPOLLEXCLUSIVE) wake one at a time. */
+int efd_herd_wake_one(eventfd_object *self);
+/* Make this process's herd for the object (GIL held): 0 or an errno. */
+int efd_herd_open(eventfd_object *self);
+/* Sleep in the herd up to ms (-1: no limit), without the GIL: as poll(),
+ * with *revents the readiness fd's (0 if the kick, or nothing, woke it). */
+int efd_herd_sleep(eventfd_object *self, int ms, short *revents);
+/* Wake the next exclusive watcher of the readiness fd, if it can be done
+ * without changing the count (an eventfd: write 0). */
+void efd_herd_nudge(efd_impl *impl);
+/* close(): wake every sleeper of the herd. */
+void efd_herd_kick(eventfd_object *self);
+/* Close this process's herd (fork child: its copy of the parent's). */
+void efd_herd_close(eventfd_object *self);
+/* EventFD._pass_on(): if units are there, wake one more waiter (futex
+ * sleeper, herd sleeper, exclusive event loop); 1 if there were units. */
+int efd_pass_on(eventfd_object *self);
 
 /* This process's number among its ancestors (efd_impl.proc). */
 uint32_t efd_self_proc(eventfd_object *self);

@@ -97,6 +97,10 @@ alloc_object(PyTypeObject *type, efd_state *st)
     self->waiters = NULL;
     self->spare_rfd = self->spare_wfd = -1;
     self->generation = 0;
+    self->herd_ep = self->herd_krfd = self->herd_kwfd = -1;
+    self->herd_exclusive = 0;
+    self->woken = self->rechecks = 0;
+    self->state = st;
     self->weakreflist = NULL;
 #if PY_VERSION_HEX < 0x03090000
     self->module = PyImport_ImportModule("efd._efd");
@@ -553,6 +557,28 @@ eventfd_peek(eventfd_object *self, PyObject *Py_UNUSED(ignored))
     return PyLong_FromUnsignedLongLong(v);
 }
 
+/* _wakeups() -> (woken, rechecks): this process's wait-loop wake-ups. */
+static PyObject *
+eventfd_wakeups(eventfd_object *self, PyObject *Py_UNUSED(ignored))
+{
+    if (self->users_proc != efd_self_proc(self))
+        return Py_BuildValue("(ii)", 0, 0);   /* the counts are the parent's */
+    return Py_BuildValue(
+        "(KK)", (unsigned long long)__atomic_load_n(&self->woken,
+                                                    __ATOMIC_RELAXED),
+        (unsigned long long)__atomic_load_n(&self->rechecks,
+                                            __ATOMIC_RELAXED));
+}
+
+/* _pass_on() -> bool: a wake-up that came to this process and that it
+ * will not use goes on to the next waiter, if units are there. */
+static PyObject *
+eventfd_pass_on(eventfd_object *self, PyObject *Py_UNUSED(ignored))
+{
+    CHECK_OPEN(self);
+    return PyBool_FromLong(efd_pass_on(self));
+}
+
 static PyObject *
 eventfd_repr(eventfd_object *self)
 {
@@ -611,7 +637,7 @@ eventfd_dealloc(eventfd_object *self)
     if (self->users_proc == efd_self_proc(self))
         self->users = 0;      /* nobody can be inside: they hold references */
     if (!self->closed || self->impl.fd >= 0 || self->spare_rfd >= 0
-            || self->waiters != NULL)
+            || self->herd_ep >= 0 || self->waiters != NULL)
         efd_object_close(self);
 #if PY_VERSION_HEX < 0x03090000
     Py_CLEAR(self->module);
@@ -648,6 +674,14 @@ get_backend(eventfd_object *self, void *Py_UNUSED(c))
     return PyUnicode_FromString(self->impl.ops->name);
 }
 
+static PyObject *
+get_wake_one(eventfd_object *self, void *Py_UNUSED(c))
+{
+    if (self->impl.ops == NULL || self->closed)
+        Py_RETURN_FALSE;
+    return PyBool_FromLong(efd_herd_wake_one(self));
+}
+
 static PyGetSetDef eventfd_getset[] = {
     {"closed", (getter)get_closed, NULL,
      "True once close() has been called.", NULL},
@@ -660,6 +694,10 @@ static PyGetSetDef eventfd_getset[] = {
     {"backend", (getter)get_backend, NULL,
      "The name of the backend in use ('eventfd', 'eventfd-readback' or "
      "'pipe').", NULL},
+    {"_wake_one", (getter)get_wake_one, NULL,
+     "True if a release wakes one waiter across processes (event loops that "
+     "register fileno() with EPOLLEXCLUSIVE included), not every process's.",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -724,6 +762,14 @@ static PyMethodDef eventfd_methods[] = {
      "Wait until fileno() polls readable, consuming nothing."},
     {"_fds", (PyCFunction)eventfd_fds, METH_NOARGS,
      "_fds($self, /)\n--\n\nAll descriptors behind the object (for pickling)."},
+    {"_wakeups", (PyCFunction)eventfd_wakeups, METH_NOARGS,
+     "_wakeups($self, /)\n--\n\n"
+     "(woken, rechecks): how often this process's blocking waits on the "
+     "object woke for an event, and for a bare re-check."},
+    {"_pass_on", (PyCFunction)eventfd_pass_on, METH_NOARGS,
+     "_pass_on($self, /)\n--\n\n"
+     "If units are there, wake one more waiter (another process's) and "
+     "return True; else return False."},
     {"_peek", (PyCFunction)eventfd_peek, METH_NOARGS,
      "_peek($self, /)\n--\n\nThe count without consuming it, or None if unknown."},
     {NULL, NULL, 0, NULL},

@@ -92,6 +92,8 @@ forget_parent(eventfd_object *self, uint32_t me)
      * has passed check_fork() in this process first. */
     if (self->spare_rfd >= 0)
         efd_chan_close(&self->spare_rfd, &self->spare_wfd);
+    efd_herd_close(self);        /* the parent's instance, not ours */
+    self->woken = self->rechecks = 0;
 }
 
 static void
@@ -132,9 +134,14 @@ waiter_start(eventfd_object *self, int op)
         return NULL;
     }
     w->kind = EFD_WAITER_CHANNEL;
+    w->chosen = 0;
     if (self->impl.ops->block != NULL) {
         w->rfd = w->wfd = -1;           /* it sleeps in block(), not poll() */
         w->kind = EFD_WAITER_BLOCK;
+    }
+    else if (op == EFD_OP_READ && efd_herd_open(self) == 0) {
+        w->rfd = w->wfd = -1;           /* close() kicks the herd */
+        w->kind = EFD_WAITER_HERD;
     }
     else if (self->spare_rfd >= 0) {
         w->rfd = self->spare_rfd;
@@ -189,13 +196,15 @@ void
 efd_wake_waiters(eventfd_object *self, int op)
 {
     efd_waiter *w;
-    int sleepers = 0;
+    int sleepers = 0, kick = 0;
     check_fork(self);
     for (w = self->waiters; w != NULL; w = w->next) {
         if (op >= 0 && w->op != op)
             continue;
         if (w->kind == EFD_WAITER_BLOCK)
             sleepers = 1;
+        else if (w->kind == EFD_WAITER_HERD)
+            kick = 1;
         else if (w->kind == EFD_WAITER_CHANNEL) {
             STORE(&w->poked, 1);
             efd_chan_put(w->rfd, w->wfd);
@@ -205,6 +214,10 @@ efd_wake_waiters(eventfd_object *self, int op)
      * wake them all; those of other processes look and sleep again. */
     if (sleepers)
         self->impl.ops->interrupt(&self->impl, 1);
+    /* The kick stays readable (level-triggered): every sleeper of the herd
+     * wakes, one after another.  Only close() wakes readers. */
+    if (kick)
+        efd_herd_kick(self);
 }
 
 /* Units this process holds outside the counter (eventfd-readback) go back
@@ -261,6 +274,7 @@ efd_object_close(eventfd_object *self)
     self->impl.fd = -1;
     if (self->spare_rfd >= 0)
         efd_chan_close(&self->spare_rfd, &self->spare_wfd);
+    efd_herd_close(self);
 }
 
 /* ---- the loop ---------------------------------------------------------- */
@@ -268,8 +282,8 @@ efd_object_close(eventfd_object *self)
 /* EFD_OP_READY: is the count above zero right now?  The memory backends
  * know their count (their token may lag after a death); the kernel
  * backends ask poll(). */
-static int
-ready_now(efd_impl *impl)
+int
+efd_ready_now(efd_impl *impl)
 {
     uint64_t v;
     struct pollfd p;
@@ -292,7 +306,7 @@ attempt(efd_impl *impl, int op, uint64_t *value)
     case EFD_OP_WRITE:
         return impl->ops->try_write(impl, *value);
     default:
-        return ready_now(impl);
+        return efd_ready_now(impl);
     }
 }
 
@@ -325,6 +339,34 @@ fail(int err)
     return -1;
 }
 
+/* One sleep: in the backend's block(), in the herd, or in poll() on the
+ * readiness fd (pfd[0]) and the waiter's wake channel (pfd[1]).  Returns
+ * > 0 woken by an event, 0 the time ran out, -1 with *err (EINTR...). */
+static int
+sleep_once(eventfd_object *self, efd_waiter *w, int op, struct pollfd *pfd,
+           int ms, uint32_t ticket, int *err)
+{
+    efd_impl *impl = &self->impl;
+    int n;
+    *err = 0;
+    if (w->kind == EFD_WAITER_BLOCK) {
+        int kind = op == EFD_OP_READY ? EFD_BLOCK_READY
+                 : op == EFD_OP_READ ? EFD_BLOCK_READ : EFD_BLOCK_WRITE;
+        *err = impl->ops->block(impl, kind, ticket, ms);
+        return *err == 0 ? 1 : *err == ETIMEDOUT ? (*err = 0, 0) : -1;
+    }
+    if (w->kind == EFD_WAITER_HERD) {
+        n = efd_herd_sleep(self, ms, &pfd[0].revents);
+        if (pfd[0].revents & POLLIN)
+            w->chosen = 1;
+    }
+    else
+        n = poll(pfd, 2, ms);
+    if (n < 0)
+        *err = errno;
+    return n;
+}
+
 int
 efd_wait(eventfd_object *self, int op, uint64_t *value,
          int blocking, double timeout)
@@ -332,7 +374,7 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
     efd_impl *impl = &self->impl;
     int64_t deadline = -1;
     uint64_t generation = LOAD(&self->generation);
-    int err, result, pollout_lies = 0, first;
+    int err, result, pollout_lies = 0, first, quiet;
     uint32_t ticket = 0;
     efd_waiter *w;
 
@@ -364,13 +406,18 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
     /* block() backends: the first pass only takes a ticket and looks (the
      * close and count checks above came before any ticket). */
     first = impl->ops->block != NULL;
+    /* A bare re-check (a slice ran out, nothing there) needs the GIL only
+     * to run signal handlers, which only the main thread runs: the others
+     * sleep again at once, so that a thousand idle readers do not queue
+     * for the GIL ten times a second each. */
+    quiet = op == EFD_OP_READ
+            && PyThread_get_thread_ident() != self->state->main_ident;
 
     for (;;) {
         efd_waitspec ws;
         struct pollfd pfd[2];
         int ms, n, saved_errno = 0, closed;
 
-        ms = remaining_ms(deadline);
         impl->ops->waitspec(impl, op == EFD_OP_WRITE, &ws);
         if (pollout_lies) {
             /* POLLOUT says "room for 1", not "room for value": once it has
@@ -381,39 +428,44 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
         if (w->kind == EFD_WAITER_NOCHANNEL
                 && (ws.slice_ms <= 0 || ws.slice_ms > EFD_NOCHAN_MS))
             ws.slice_ms = EFD_NOCHAN_MS;
-        if (ws.slice_ms > 0 && (ms < 0 || ms > ws.slice_ms))
-            ms = ws.slice_ms;
+        /* The herd hands one wake-up to one waiter: if that one dies
+         * before it takes the unit, the others must look for themselves. */
+        if (w->kind == EFD_WAITER_HERD
+                && (ws.slice_ms <= 0 || ws.slice_ms > EFD_RECHECK_MS))
+            ws.slice_ms = EFD_RECHECK_MS;
         pfd[0].fd = ws.fd;
         pfd[0].events = ws.events;
-        pfd[0].revents = 0;
         pfd[1].fd = w->rfd;
         pfd[1].events = POLLIN;
-        pfd[1].revents = 0;
 
         Py_BEGIN_ALLOW_THREADS
-        if (impl->ops->block == NULL) {
-            n = poll(pfd, 2, ms);
-            if (n < 0)
-                saved_errno = errno;
-        }
-        else if (first)
-            n = 0;
-        else {
-            int kind = op == EFD_OP_READY ? EFD_BLOCK_READY
-                     : op == EFD_OP_READ ? EFD_BLOCK_READ : EFD_BLOCK_WRITE;
-            saved_errno = impl->ops->block(impl, kind, ticket, ms);
-            n = saved_errno ? -1 : 0;
-        }
-        if (impl->ops->ticket != NULL)
-            ticket = impl->ops->ticket(impl);   /* before every look below */
-        closed = LOAD(&self->closed);
-        if (n >= 0 && !closed) {
-            err = attempt(impl, op, value);
-            /* Readable, yet nothing there: the readiness may be stale
-             * (memory backends: a process died before its sync). */
-            if (err == EAGAIN && impl->ops->repair != NULL
-                    && (pfd[0].revents & POLLIN))
-                (void)impl->ops->repair(impl);
+        for (;;) {
+            pfd[0].revents = pfd[1].revents = 0;
+            ms = remaining_ms(deadline);
+            if (ws.slice_ms > 0 && (ms < 0 || ms > ws.slice_ms))
+                ms = ws.slice_ms;
+            if (first)
+                n = 1;                  /* look before the first sleep */
+            else
+                n = sleep_once(self, w, op, pfd, ms, ticket, &saved_errno);
+            if (impl->ops->ticket != NULL)
+                ticket = impl->ops->ticket(impl);  /* before every look */
+            closed = LOAD(&self->closed);
+            if (n >= 0 && !closed) {
+                err = attempt(impl, op, value);
+                /* Readable, yet nothing there: the readiness may be stale
+                 * (memory backends: a process died before its sync). */
+                if (err == EAGAIN && impl->ops->repair != NULL
+                        && (pfd[0].revents & POLLIN))
+                    (void)impl->ops->repair(impl);
+            }
+            if (n > 0 && !first)
+                __atomic_add_fetch(&self->woken, 1, __ATOMIC_RELAXED);
+            else if (n == 0)
+                __atomic_add_fetch(&self->rechecks, 1, __ATOMIC_RELAXED);
+            if (!quiet || n != 0 || closed || err != EAGAIN
+                    || (deadline >= 0 && monotonic_ns() >= deadline))
+                break;
         }
         Py_END_ALLOW_THREADS
 
@@ -467,9 +519,15 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
         }
     }
 
-    if (result != 1 && op == EFD_OP_READ && impl->ops->interrupt != NULL
-            && !self->closed)
-        impl->ops->interrupt(impl, 0);  /* pass on a wake-up meant for us */
+    if (!self->closed) {
+        if (w->chosen && self->herd_exclusive)
+            /* A release's one wake-up came to us: if units are left (we
+             * took one of several, or none), wake the next waiter. */
+            (void)efd_pass_on(self);
+        else if (result != 1 && op == EFD_OP_READ
+                 && impl->ops->interrupt != NULL)
+            impl->ops->interrupt(impl, 0);  /* pass on a futex wake-up */
+    }
     waiter_end(self, w);
     return result;
 }

@@ -40,6 +40,9 @@ Modes
 ``"no-eventfd"``
     ``eventfd2`` and, where it exists, the legacy ``eventfd`` syscall fail with
     ``ENOSYS``.  Everything else is allowed.
+``"no-epoll"``
+    ``epoll_create1`` and, where it exists, ``epoll_create`` fail with
+    ``ENOSYS``: a system without epoll, where every waiter polls.
 
 The filter program
 ------------------
@@ -95,7 +98,7 @@ __all__ = [
 ]
 
 #: Modes accepted by :func:`build_filter` and :func:`install_filter`.
-MODES = ("no-semaphore", "no-eventfd")
+MODES = ("no-semaphore", "no-eventfd", "no-epoll")
 
 #: Exit status of a :func:`run_in_filtered_child` child when the filter could
 #: not be installed because seccomp is unsupported here (the automake "skip"
@@ -151,8 +154,10 @@ def _off_arg_low32(i):
 # Per-architecture data: audit arch and the syscall numbers we filter.
 # "eventfd" is None where the legacy syscall does not exist.
 _ARCHES = {
-    "x86_64": {"audit": AUDIT_ARCH_X86_64, "eventfd": 284, "eventfd2": 290},
-    "aarch64": {"audit": AUDIT_ARCH_AARCH64, "eventfd": None, "eventfd2": 19},
+    "x86_64": {"audit": AUDIT_ARCH_X86_64, "eventfd": 284, "eventfd2": 290,
+               "epoll_create": 213, "epoll_create1": 291},
+    "aarch64": {"audit": AUDIT_ARCH_AARCH64, "eventfd": None, "eventfd2": 19,
+                "epoll_create": None, "epoll_create1": 20},
 }  # type: Dict[str, Dict[str, Optional[int]]]
 _ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
 
@@ -225,9 +230,13 @@ def build_filter(mode, machine=None):
             _stmt(ret, err),                            # 6: return -EINVAL
             _stmt(ret, SECCOMP_RET_ALLOW),              # 7: allow
         ]
-    else:  # "no-eventfd"
+    else:  # "no-eventfd", "no-epoll": these calls fail with ENOSYS
         err = SECCOMP_RET_ERRNO | (errno.ENOSYS & SECCOMP_RET_DATA)
-        nrs = [nr_eventfd2] + ([nr_eventfd] if nr_eventfd is not None else [])
+        if mode == "no-eventfd":
+            nrs = [nr_eventfd2, nr_eventfd]
+        else:
+            nrs = [info["epoll_create1"], info["epoll_create"]]
+        nrs = [nr for nr in nrs if nr is not None]
         n = len(nrs)
         # Layout: 0 ld arch, 1 jeq arch, 2 ld nr, 3..3+n-1 jeq nr,
         #         3+n ret ALLOW, 4+n ret ERRNO

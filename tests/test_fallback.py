@@ -566,3 +566,69 @@ def test_no_eventfd_python_m_efd_reports_pipe():
     semaphore = [l for l in out.splitlines() if l.strip().startswith("semaphore mode")]
     assert normal and "pipe" in normal[0], out
     assert semaphore and "pipe" in semaphore[0], out
+
+
+# --- (d) no epoll: every waiter polls, as before one wake-up per unit -------
+
+
+def test_no_epoll_falls_back_to_polling_and_says_so():
+    # Without epoll there is no shared instance for a process's readers: each
+    # polls the readiness descriptor, so a release wakes every one of them
+    # (today's behaviour, issue 13), python -m efd says so, and nothing else
+    # changes: every unit is taken, close() wakes the rest.  The futex
+    # backend sleeps on its futex and still wakes one.  The kernel puts a
+    # poller that finds nothing back to sleep before poll() returns, so the
+    # herd shows in the waiters' context switches, not in efd's own count.
+    out = _run("no-epoll", """
+        import subprocess, threading, time
+        import efd, efd._efd as _efd
+        assert _efd._probe()["wake_one"] == "poll", _efd._probe()
+        proc = subprocess.run([sys.executable, "-m", "efd"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, universal_newlines=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stdout
+        line = [l for l in proc.stdout.splitlines() if "one wake-up per release" in l]
+        assert line and "no (no epoll)" in line[0], proc.stdout
+
+        def switches(tid):
+            with open("/proc/self/task/%d/status" % tid) as f:
+                for l in f:
+                    if l.startswith("voluntary_ctxt_switches"):
+                        return int(l.split()[1])
+
+        N, K = 8, 4
+        for backend in ("eventfd", "eventfd-readback", "pipe", "futex"):
+            ev = efd.EventFD(0, semaphore=True, backend=backend)
+            assert not ev._wake_one, backend
+            got, errors, tids = [], [], {}
+            def waiter():
+                tids[threading.current_thread()] = threading.get_native_id()
+                try:
+                    if ev.acquire(timeout=30):
+                        got.append(threading.current_thread())
+                except ValueError:
+                    errors.append("closed")
+            threads = [threading.Thread(target=waiter) for _ in range(N)]
+            for t in threads:
+                t.start()
+            time.sleep(0.3)                 # every waiter asleep
+            before = {t: switches(tids[t]) for t in threads}
+            deadline = time.monotonic() + 30
+            for i in range(K):
+                ev.release()
+                while len(got) < i + 1 and time.monotonic() < deadline:
+                    time.sleep(0.005)
+            stayed = [t for t in threads if t not in got]
+            herd = sum(switches(tids[t]) - before[t] for t in stayed)
+            ev.close()
+            for t in threads:
+                t.join(30)
+            assert not any(t.is_alive() for t in threads), backend
+            assert len(got) == K and len(errors) == N - K, (backend, got, errors)
+            if backend == "futex":
+                assert herd <= 2 * K + len(stayed) * 3, (backend, herd)
+            else:
+                assert herd >= K * len(stayed) // 2, (backend, herd)
+            print(backend, "switches of the waiters left", herd, "for", K, "releases")
+    """, timeout=240)
+    assert "pipe switches" in out, out

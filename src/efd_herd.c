@@ -1,0 +1,195 @@
+/*
+ * efd_herd.c -- one wake-up per unit for the backends that wait in poll():
+ * eventfd, eventfd-readback and pipe (the futex backend wakes one sleeper
+ * per unit by construction).
+ *
+ * If every waiter polled the readiness descriptor, every release would
+ * wake all of them and all but one would go back to sleep: a thundering
+ * herd, O(N) work per unit.  Instead, the threads of one process that wait
+ * to take units from one object share one epoll instance (the "herd"),
+ * made on the first such wait.  A thread asleep in epoll_wait() on a shared
+ * instance is woken alone.  The readiness descriptor is registered in it
+ *
+ *   - edge-triggered and with EPOLLEXCLUSIVE (Linux 4.5): a release wakes
+ *     one thread of one process.  EPOLLEXCLUSIVE stops the kernel's wake-up
+ *     at the first process's instance that has a thread asleep in it; the
+ *     edge wakes one thread of that process.  Units that more than one
+ *     waiter could take (release(n), or releases that find units already
+ *     there and so make no new edge) are handed on by the woken: a waiter
+ *     that took a unit and still sees units, or that was woken and leaves
+ *     without taking one (timeout, signal, error), nudges (the backend's
+ *     nudge(): a write of 0 to an eventfd, or a pipe token taken and put
+ *     back), which wakes the next exclusive waiter without changing the
+ *     count.  A waiter that loses the race for the unit finds the count
+ *     empty and has nothing to hand on.  A waiter killed after it was
+ *     chosen hands nothing on: everyone asleep looks at the count again
+ *     every EFD_RECHECK_MS (SPEC §5);
+ *   - level-triggered, where the kernel refuses EPOLLEXCLUSIVE: the threads
+ *     of one process still wake one at a time (the kernel hands a
+ *     level-triggered event on to the next sleeper of an instance only
+ *     while it stays ready), but every process that waits wakes: today's
+ *     behaviour across processes.
+
+ * close() writes the herd's kick channel, registered level-triggered: every
+ * sleeper wakes, one after another, and sees the object closed.
+ *
+ * The instance belongs to one process: a fork child closes its copy
+ * (efd_wait.c's forget_parent) and makes its own.  Other watchers of the
+ * descriptor -- select() and poll() on fileno(), event loops that register
+ * it plainly -- are woken as before: the kernel wakes every non-exclusive
+ * watcher before it picks an exclusive one.
+ */
+#include "efd_module.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#if defined(__linux__)
+#  include <sys/epoll.h>
+#endif
+
+#define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+
+#if defined(__linux__) && defined(EPOLLEXCLUSIVE)
+
+enum { HERD_READY = 1, HERD_KICK = 2 };
+
+/* What this kernel offers: EFD_HERD_EXCLUSIVE, EFD_HERD_SHARED (epoll, but
+ * EPOLLEXCLUSIVE refused) or EFD_HERD_NONE (no epoll: every waiter polls).
+ * Tried on a pipe, so that it needs no eventfd. */
+int
+efd_herd_probe(void)
+{
+    struct epoll_event ev;
+    int ep, p[2], result = EFD_HERD_EXCLUSIVE;
+    if ((ep = epoll_create1(EPOLL_CLOEXEC)) < 0)
+        return EFD_HERD_NONE;
+    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0) {
+        close(ep);
+        return EFD_HERD_SHARED;
+    }
+    ev.events = EPOLLIN | EPOLLET | EPOLLEXCLUSIVE;
+    ev.data.u64 = 0;
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev) < 0)
+        result = EFD_HERD_SHARED;
+    close(p[0]);
+    close(p[1]);
+    close(ep);
+    return result;
+}
+
+static int
+can_nudge(const efd_impl *impl)
+{
+    return impl->fd >= 0 && impl->ops->nudge != NULL;
+}
+
+int
+efd_herd_wake_one(eventfd_object *self)
+{
+    efd_state *st = self->state;
+    if (st->herd < 0)
+        st->herd = efd_herd_probe();
+    return st->herd == EFD_HERD_EXCLUSIVE && can_nudge(&self->impl);
+}
+
+int
+efd_herd_open(eventfd_object *self)
+{
+    struct epoll_event ev;
+    int ep, krfd = -1, kwfd = -1, err, exclusive;
+    if (self->herd_ep >= 0)
+        return 0;
+    exclusive = efd_herd_wake_one(self);
+    if (self->state->herd == EFD_HERD_NONE)
+        return ENOSYS;
+    if ((ep = epoll_create1(EPOLL_CLOEXEC)) < 0)
+        return errno;
+    err = efd_chan_open(&krfd, &kwfd, self->impl.ops->syscall_always
+                        || self->impl.chan_eventfd, 1);
+    if (err)
+        goto fail;
+    ev.events = EPOLLIN;
+    ev.data.u64 = HERD_KICK;
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, krfd, &ev) < 0)
+        goto fail_errno;
+    ev.events = exclusive ? EPOLLIN | EPOLLET | EPOLLEXCLUSIVE : EPOLLIN;
+    ev.data.u64 = HERD_READY;
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, self->impl.fd, &ev) < 0)
+        goto fail_errno;
+    self->herd_ep = ep;
+    self->herd_krfd = krfd;
+    self->herd_kwfd = kwfd;
+    self->herd_exclusive = exclusive;
+    return 0;
+fail_errno:
+    err = errno;
+fail:
+    efd_chan_close(&krfd, &kwfd);
+    close(ep);
+    return err;
+}
+
+int
+efd_herd_sleep(eventfd_object *self, int ms, short *revents)
+{
+    struct epoll_event ev;
+    int n = epoll_wait(self->herd_ep, &ev, 1, ms);
+    *revents = 0;
+    if (n > 0 && ev.data.u64 == HERD_READY)
+        *revents = (ev.events & EPOLLIN) ? POLLIN : POLLERR;
+    return n;
+}
+
+void
+efd_herd_nudge(efd_impl *impl)
+{
+    if (can_nudge(impl))
+        impl->ops->nudge(impl);
+}
+
+#else  /* no epoll, or no EPOLLEXCLUSIVE in the headers: every waiter polls */
+
+int efd_herd_probe(void) { return EFD_HERD_NONE; }
+int efd_herd_wake_one(eventfd_object *self) { (void)self; return 0; }
+int efd_herd_open(eventfd_object *self) { (void)self; return ENOSYS; }
+int
+efd_herd_sleep(eventfd_object *self, int ms, short *revents)
+{
+    (void)self; (void)ms;
+    *revents = 0;
+    errno = ENOSYS;
+    return -1;
+}
+void efd_herd_nudge(efd_impl *impl) { (void)impl; }
+
+#endif
+
+void
+efd_herd_kick(eventfd_object *self)
+{
+    if (self->herd_kwfd >= 0)
+        efd_chan_put(self->herd_krfd, self->herd_kwfd);
+}
+
+void
+efd_herd_close(eventfd_object *self)
+{
+    if (self->herd_ep >= 0)
+        efd_close_fd(&self->herd_ep);
+    efd_chan_close(&self->herd_krfd, &self->herd_kwfd);
+    self->herd_exclusive = 0;
+}
+
+int
+efd_pass_on(eventfd_object *self)
+{
+    efd_impl *impl = &self->impl;
+    if (efd_ready_now(impl) != 0)
+        return 0;
+    if (impl->ops->interrupt != NULL)
+        impl->ops->interrupt(impl, 0);  /* futex sleepers */
+    efd_herd_nudge(impl);               /* epoll sleepers, event loops */
+    return 1;
+}
