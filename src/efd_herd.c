@@ -131,6 +131,22 @@ fail:
     return err;
 }
 
+/* Fairness across processes: the kernel offers an exclusive wake-up to the
+ * registrations in the order they were made, so the first process to
+ * register would win every unit while it has a thread asleep.  A process
+ * that took a unit registers again, which moves it to the back.  A
+ * release in between finds the descriptor ready when it is added back
+ * (epoll looks at once), so nothing is missed. */
+void
+efd_herd_rotate(eventfd_object *self)
+{
+    struct epoll_event ev;
+    ev.events = EPOLLIN | EPOLLET | EPOLLEXCLUSIVE;
+    ev.data.u64 = HERD_READY;
+    if (epoll_ctl(self->herd_ep, EPOLL_CTL_DEL, self->impl.fd, &ev) == 0)
+        (void)epoll_ctl(self->herd_ep, EPOLL_CTL_ADD, self->impl.fd, &ev);
+}
+
 int
 efd_herd_sleep(eventfd_object *self, int ms, short *revents)
 {
@@ -163,6 +179,7 @@ efd_herd_sleep(eventfd_object *self, int ms, short *revents)
     return -1;
 }
 void efd_herd_nudge(efd_impl *impl) { (void)impl; }
+void efd_herd_rotate(eventfd_object *self) { (void)self; }
 
 #endif
 

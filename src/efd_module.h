@@ -171,6 +171,9 @@ int efd_herd_sleep(eventfd_object *self, int ms, short *revents);
 /* Wake the next exclusive watcher of the readiness fd, if it can be done
  * without changing the count (an eventfd: write 0). */
 void efd_herd_nudge(efd_impl *impl);
+/* A process that took a unit moves to the back of the line for the next
+ * (exclusive registrations only). */
+void efd_herd_rotate(eventfd_object *self);
 /* close(): wake every sleeper of the herd. */
 void efd_herd_kick(eventfd_object *self);
 /* Close this process's herd (fork child: its copy of the parent's). */

@@ -520,10 +520,13 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
     }
 
     if (!self->closed) {
-        if (w->chosen && self->herd_exclusive)
+        if (w->chosen && self->herd_exclusive) {
             /* A release's one wake-up came to us: if units are left (we
              * took one of several, or none), wake the next waiter. */
+            if (result == 1)
+                efd_herd_rotate(self);
             (void)efd_pass_on(self);
+        }
         else if (result != 1 && op == EFD_OP_READ
                  && impl->ops->interrupt != NULL)
             impl->ops->interrupt(impl, 0);  /* pass on a futex wake-up */
