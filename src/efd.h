@@ -145,7 +145,10 @@ typedef struct efd_backend {
     /* Optional: wake the next exclusive watcher of the readiness fd
      * (EPOLLEXCLUSIVE: one process's herd, or one event loop) without
      * changing the count: a release's one wake-up is being handed on
-     * (efd_herd.c).  Never waits. */
+     * (efd_herd.c).  Never waits.  Only a backend each of whose writes
+     * wakes the fd's watchers may have it (the kernel counter): a memory
+     * backend's release that finds the token there writes nothing, and an
+     * exclusive watcher would sleep through it. */
     void (*nudge)(efd_impl *impl);
     /* The descriptors that make up the object (for pickling); returns count. */
     int (*fds)(efd_impl *impl, int *out, int max);
@@ -203,7 +206,6 @@ int efd_count_try_write_limit(efd_impl *impl, uint64_t value, uint64_t limit);
 int efd_count_peek(efd_impl *impl, uint64_t *value);
 int efd_count_repair(efd_impl *impl);
 void efd_count_arm(efd_impl *impl);
-void efd_count_nudge(efd_impl *impl);
 int efd_count_fds(efd_impl *impl, int *out, int max);
 void efd_count_close(efd_impl *impl);
 

@@ -217,8 +217,7 @@ fx_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore)
 const efd_backend efd_backend_futex = {
     "futex", 0, fx_open, fx_adopt, efd_count_try_read, fx_try_write,
     fx_try_write_limit, fx_waitspec, efd_count_peek, efd_count_repair, NULL, efd_count_arm,
-    fx_ticket, fx_block, fx_interrupt, efd_count_nudge, efd_count_fds,
-    efd_count_close,
+    fx_ticket, fx_block, fx_interrupt, NULL, efd_count_fds, efd_count_close,
 };
 
 #else  /* no futex here */

@@ -10,25 +10,28 @@
  * made on the first such wait.  A thread asleep in epoll_wait() on a shared
  * instance is woken alone.  The readiness descriptor is registered in it
  *
- *   - edge-triggered and with EPOLLEXCLUSIVE (Linux 4.5): a release wakes
- *     one thread of one process.  EPOLLEXCLUSIVE stops the kernel's wake-up
- *     at the first process's instance that has a thread asleep in it; the
- *     edge wakes one thread of that process.  Units that more than one
- *     waiter could take (release(n), or releases that find units already
- *     there and so make no new edge) are handed on by the woken: a waiter
- *     that took a unit and still sees units, or that was woken and leaves
- *     without taking one (timeout, signal, error), nudges (the backend's
- *     nudge(): a write of 0 to an eventfd, or a pipe token taken and put
- *     back), which wakes the next exclusive waiter without changing the
- *     count.  A waiter that loses the race for the unit finds the count
- *     empty and has nothing to hand on.  A waiter killed after it was
- *     chosen hands nothing on: everyone asleep looks at the count again
+ *   - edge-triggered and with EPOLLEXCLUSIVE (Linux 4.5), for the kernel
+ *     counter (eventfd, eventfd-readback): a release wakes one thread of
+ *     one process.  EPOLLEXCLUSIVE stops the kernel's wake-up at the first
+ *     process's instance that has a thread asleep in it; the edge wakes one
+ *     thread of that process.  Every write to an eventfd makes an edge, so
+ *     every release wakes one waiter.  A release(n) offers n units for one
+ *     edge: a waiter that was woken and leaves units behind -- it took one
+ *     of several, or leaves without one (timeout, signal, error) -- nudges
+ *     (a write of 0: an edge, the count unchanged), which wakes the next
+ *     exclusive waiter.  A waiter that loses the race for the unit finds
+ *     the count empty and has nothing to hand on.  A waiter killed after it
+ *     was chosen hands nothing on: everyone asleep looks at the count again
  *     every EFD_RECHECK_MS (SPEC §5);
- *   - level-triggered, where the kernel refuses EPOLLEXCLUSIVE: the threads
- *     of one process still wake one at a time (the kernel hands a
- *     level-triggered event on to the next sleeper of an instance only
- *     while it stays ready), but every process that waits wakes: today's
- *     behaviour across processes.
+ *   - level-triggered and plainly, for the memory backends (pipe; futex
+ *     sleeps on its futex and comes here only with no futex) and where the
+ *     kernel refuses EPOLLEXCLUSIVE.  A memory backend's release that finds
+ *     the token already there writes nothing, so no edge would announce
+ *     its unit; a level-triggered registration stays ready while the token
+ *     is there.  The threads of one process still wake about one at a
+ *     time (the kernel hands a level-triggered event on to the next sleeper
+ *     of an instance, which goes back to sleep inside the kernel if the
+ *     token has gone meanwhile), but every process that waits wakes.
 
  * close() writes the herd's kick channel, registered level-triggered: every
  * sleeper wakes, one after another, and sees the object closed.
@@ -79,6 +82,7 @@ efd_herd_probe(void)
     return result;
 }
 
+/* Only a backend that can nudge wakes exclusively (efd.h: nudge). */
 static int
 can_nudge(const efd_impl *impl)
 {

@@ -290,11 +290,9 @@ efd_chan_drain(int rfd)
 /* ---- the count --------------------------------------------------------- */
 
 /* Under the lock: the channel holds a token iff the count is above zero.
- * After a death inside the lock the token's state is unknown: drain.
- * `renew`: a token that stays is taken and put back, which wakes the next
- * exclusive watcher of a pipe (efd_count_nudge). */
+ * After a death inside the lock the token's state is unknown: drain. */
 static void
-sync_locked(efd_impl *impl, int owner_died, int renew)
+sync_locked(efd_impl *impl, int owner_died)
 {
     struct efd_count *c = impl->cnt;
     int want;
@@ -303,11 +301,7 @@ sync_locked(efd_impl *impl, int owner_died, int renew)
         c->token = 0;
     }
     want = atomic_load(&c->count) > 0;
-    if (want && c->token && renew) {
-        efd_chan_take(impl->fd, impl->wfd);
-        efd_chan_put(impl->fd, impl->wfd);
-    }
-    else if (want && !c->token) {
+    if (want && !c->token) {
         efd_chan_put(impl->fd, impl->wfd);
         c->token = 1;
     }
@@ -317,10 +311,9 @@ sync_locked(efd_impl *impl, int owner_died, int renew)
     }
 }
 
-/* Bring readiness in step with the count, never waiting for the lock
- * (renew: see sync_locked; a busy lock's holder does not renew). */
+/* Bring readiness in step with the count, never waiting for the lock. */
 static void
-sync_token(efd_impl *impl, int renew)
+sync_token(efd_impl *impl)
 {
     struct efd_count *c = impl->cnt;
     atomic_store(&c->dirty, 1);
@@ -336,8 +329,7 @@ sync_token(efd_impl *impl, int renew)
             return;     /* busy: its holder looks at `dirty` after unlocking */
         atomic_store(&c->locked, 1);
         atomic_store(&c->dirty, 0);
-        sync_locked(impl, died, renew);
-        renew = 0;
+        sync_locked(impl, died);
 #ifdef EFD_ROBUST
         if (died)
             pthread_mutex_consistent(&c->lock);
@@ -364,7 +356,7 @@ after_change(efd_impl *impl, uint64_t now)
     if (atomic_load(&c->armed)
             && ((now > 0) != (atomic_load(&c->token) != 0)
                 || atomic_load(&c->locked)))
-        sync_token(impl, 0);
+        sync_token(impl);
 }
 
 int
@@ -423,21 +415,8 @@ int
 efd_count_repair(efd_impl *impl)
 {
     if (atomic_load(&impl->cnt->armed))
-        sync_token(impl, 0);
+        sync_token(impl);
     return 0;
-}
-
-/* Wake the next exclusive watcher of the readiness channel, the count
- * unchanged: an eventfd channel by a write of 0; a pipe's token by taking
- * and putting it back, under the lock (if the lock is busy, its holder's
- * own sync may not wake anyone: the watchers' re-checks cover that). */
-void
-efd_count_nudge(efd_impl *impl)
-{
-    if (impl->wfd == impl->fd)
-        (void)efd_kernel_write(impl->fd, 0);
-    else if (atomic_load(&impl->cnt->armed))
-        sync_token(impl, 1);
 }
 
 void
@@ -446,7 +425,7 @@ efd_count_arm(efd_impl *impl)
     struct efd_count *c = impl->cnt;
     if (!atomic_load(&c->armed)) {
         atomic_store(&c->armed, 1);
-        sync_token(impl, 0);
+        sync_token(impl);
     }
 }
 
