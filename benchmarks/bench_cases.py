@@ -1041,13 +1041,15 @@ def _task_state(path):
     return data[data.rindex(b")") + 2:][:1].decode()
 
 
-def _schedstat_ns(pid):
-    # CPU time a process has run, in ns (first field of schedstat).
+def _schedstat(path):
+    """(ns on a CPU, times scheduled in) of a task, from its schedstat;
+    (0, 0) if it is gone."""
     try:
-        with open("/proc/%d/schedstat" % pid, "rb") as f:
-            return int(f.read().split()[0])
+        with open(path, "rb") as f:
+            fields = f.read().split()
+        return int(fields[0]), int(fields[2])
     except (OSError, ValueError, IndexError):
-        return 0
+        return 0, 0
 
 
 class _WaiterPool:
@@ -1162,11 +1164,21 @@ class _WaiterPool:
                                    "%.0f s (spinning?)" % (awake, n, timeout))
             time.sleep(0.005)
 
-    def cpu(self):
-        """CPU seconds used so far by the waiters and this process."""
+    def counters(self):
+        """(CPU seconds used so far by this process and, when they are
+        processes, the waiters; how many times the waiters were scheduled
+        in).  A waiter that wakes, finds nothing and sleeps again counts
+        one run even where efd's own counters cannot see it (a poll()er
+        the kernel puts back to sleep): the herd shows here."""
         if self.kind == "thread":
-            return time.process_time()
-        return time.process_time() + sum(map(_schedstat_ns, self.pids)) / 1e9
+            paths = ["/proc/self/task/%d/schedstat" % t for t in self.tids]
+        else:
+            paths = ["/proc/%d/schedstat" % p for p in self.pids]
+        stats = [_schedstat(p) for p in paths]
+        runs = sum(r for _, r in stats)
+        if self.kind == "thread":       # the waiters' CPU is the process's
+            return time.process_time(), runs
+        return time.process_time() + sum(ns for ns, _ in stats) / 1e9, runs
 
     def stop(self):
         """End every waiter: raise the stop flag and release one unit per
@@ -1299,7 +1311,7 @@ class CurveCase(Case):
             resp, close = alt.new()
             objs.append(close)
             pool = _WaiterPool(kind, req, resp, max(self.ns))
-            release, wait, cpu = req.release, alt.timed(resp), pool.cpu
+            release, wait, counters = req.release, alt.timed(resp), pool.counters
             # efd's count of its own wake-ups in this process (issue 13's
             # private EventFD._wakeups()): with thread waiters, how many
             # threads one release woke.
@@ -1308,14 +1320,15 @@ class CurveCase(Case):
 
             def sample(k):
                 r = range(k)
-                c0, w0 = cpu(), wakeups and wakeups()
+                (c0, s0), w0 = counters(), wakeups and wakeups()
                 t0 = now()
                 for _ in r:
                     release()
                     if wait() is False:
                         raise RuntimeError("no answer within %.0f s" % HANDOFF_TIMEOUT)
                 secs = now() - t0
-                extras = {"cpu": (cpu() - c0) / k}
+                c1, s1 = counters()
+                extras = {"cpu": (c1 - c0) / k, "runs": (s1 - s0) / k}
                 if wakeups:
                     w1 = wakeups()
                     extras["wakeups"] = (w1[0] - w0[0]) / k
@@ -1392,7 +1405,10 @@ def handoff_curve_case(cfg):
             "N to the largest, and before and after each N every waiter must "
             "be asleep (state S in /proc) -- a waiter that spins fails the "
             "row. *CPU* is the CPU time per hand-off of this process (threads: "
-            "all of them) plus, for processes, the waiters' (schedstat). "
+            "all of them) plus, for processes, the waiters' (schedstat); "
+            "*runs* is how many times waiters were scheduled in per hand-off "
+            "(schedstat): about 1 when a release wakes one waiter, about N "
+            "in a thundering herd. "
             "Points are not interleaved, so ratios are of medians.")
 
 

@@ -24,7 +24,9 @@ def _curve_cell(im):
         return "–"
     if not im.ok or not im.samples:
         return im.status() or "no samples"
-    return "%s / %s" % (fmt_time(im.median()), fmt_time(im.extra_median("cpu")))
+    runs = im.extra_median("runs")
+    return "%s / %s / %s" % (fmt_time(im.median()), fmt_time(im.extra_median("cpu")),
+                             "-" if runs is None else "%.1f" % runs)
 
 
 def _curve_markdown(case, w):
@@ -34,8 +36,9 @@ def _curve_markdown(case, w):
     w("### `%s`: %s\n" % (case.key, case.title))
     if case.doc:
         w(case.doc + "\n")
-    w("Each cell: **wall time per hand-off / CPU time per hand-off** (medians "
-      "of %d rounds); `–`: the alternative cannot have waiters of that kind. "
+    w("Each cell: **wall time per hand-off / CPU time per hand-off / waiter "
+      "runs per hand-off** (medians of %d rounds); `–`: the alternative "
+      "cannot have waiters of that kind. "
       "The last column is the flatness: wall time with the most waiters "
       "measured over wall time with one.\n" % case.cfg.rounds)
     hi = case.ns[-1]
@@ -65,8 +68,10 @@ def _wakeups_markdown(case, w):
     if not rows:
         return
     w("**efd wake-ups per hand-off, thread waiters** (`EventFD._wakeups()` "
-      "of the released object: waiter threads woken by an event + by a "
-      "re-check timeout, medians; 1 + 0 is one wake-up per unit)\n")
+      "of the released object: returns from efd's own sleep call by an event "
+      "+ by a re-check timeout, medians. A poll() sleeper that the kernel "
+      "puts back to sleep is not counted: *runs* above is the real herd "
+      "check, this one a second opinion)\n")
     w("| alternative | " + " | ".join("N=%d" % n for n in case.ns) + " |")
     w("|---|" + "---:|" * len(case.ns))
     for alt in rows:
