@@ -187,6 +187,12 @@ void efd_herd_rotate(eventfd_object *self) { (void)self; }
 
 #endif
 
+int
+efd_fd_closed(int fd)
+{
+    return fd >= 0 && fcntl(fd, F_GETFD) < 0 && errno == EBADF;
+}
+
 void
 efd_herd_kick(eventfd_object *self)
 {

@@ -174,6 +174,8 @@ void efd_herd_nudge(efd_impl *impl);
 /* A process that took a unit moves to the back of the line for the next
  * (exclusive registrations only). */
 void efd_herd_rotate(eventfd_object *self);
+/* Whether fd is no longer open (closed behind efd's back). */
+int efd_fd_closed(int fd);
 /* close(): wake every sleeper of the herd. */
 void efd_herd_kick(eventfd_object *self);
 /* Close this process's herd (fork child: its copy of the parent's). */

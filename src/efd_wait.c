@@ -353,12 +353,24 @@ sleep_once(eventfd_object *self, efd_waiter *w, int op, struct pollfd *pfd,
         int kind = op == EFD_OP_READY ? EFD_BLOCK_READY
                  : op == EFD_OP_READ ? EFD_BLOCK_READ : EFD_BLOCK_WRITE;
         *err = impl->ops->block(impl, kind, ticket, ms);
-        return *err == 0 ? 1 : *err == ETIMEDOUT ? (*err = 0, 0) : -1;
+        if (*err == ETIMEDOUT) {
+            *err = 0;
+            if (!efd_fd_closed(pfd[0].fd))
+                return 0;
+            pfd[0].revents = POLLNVAL;  /* as poll() would say */
+        }
+        return *err == 0 ? 1 : -1;
     }
     if (w->kind == EFD_WAITER_HERD) {
         n = efd_herd_sleep(self, ms, &pfd[0].revents);
         if (pfd[0].revents & POLLIN)
             w->chosen = 1;
+        /* epoll forgets a descriptor closed behind our back (os.close on
+         * fileno()) without a word: look, as poll() would (POLLNVAL). */
+        if (n == 0 && efd_fd_closed(pfd[0].fd)) {
+            pfd[0].revents = POLLNVAL;
+            n = 1;
+        }
     }
     else
         n = poll(pfd, 2, ms);
@@ -440,6 +452,7 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
 
         Py_BEGIN_ALLOW_THREADS
         for (;;) {
+            int leaving;
             pfd[0].revents = pfd[1].revents = 0;
             ms = remaining_ms(deadline);
             if (ws.slice_ms > 0 && (ms < 0 || ms > ws.slice_ms))
@@ -463,13 +476,26 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
                 __atomic_add_fetch(&self->woken, 1, __ATOMIC_RELAXED);
             else if (n == 0)
                 __atomic_add_fetch(&self->rechecks, 1, __ATOMIC_RELAXED);
-            if (!quiet || n != 0 || closed || err != EAGAIN
-                    || (deadline >= 0 && monotonic_ns() >= deadline))
+            first = 0;
+            leaving = n < 0 || closed || err != EAGAIN
+                      || (pfd[0].revents & POLLNVAL) || pfd[1].revents
+                      || (deadline >= 0 && monotonic_ns() >= deadline);
+            /* A wake-up that came to us goes on now, without waiting for
+             * the GIL (another thread of ours may hold it for long). */
+            if (w->chosen && self->herd_exclusive && !closed
+                    && (err == 0 || leaving)) {
+                if (err == 0)
+                    efd_herd_rotate(self);
+                (void)efd_pass_on(self);
+                w->chosen = 0;
+            }
+            /* Woken for nothing, or a bare re-check: sleep again (only the
+             * main thread needs the GIL, to run signal handlers). */
+            if (!quiet || leaving)
                 break;
         }
         Py_END_ALLOW_THREADS
 
-        first = 0;
         if (n >= 0 && !closed) {
             if (err == 0) {
                 result = 1;
@@ -520,13 +546,8 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
     }
 
     if (!self->closed) {
-        if (w->chosen && self->herd_exclusive) {
-            /* A release's one wake-up came to us: if units are left (we
-             * took one of several, or none), wake the next waiter. */
-            if (result == 1)
-                efd_herd_rotate(self);
-            (void)efd_pass_on(self);
-        }
+        if (w->chosen && self->herd_exclusive)
+            (void)efd_pass_on(self);    /* a signal handler's exception */
         else if (result != 1 && op == EFD_OP_READ
                  && impl->ops->interrupt != NULL)
             impl->ops->interrupt(impl, 0);  /* pass on a futex wake-up */

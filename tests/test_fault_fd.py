@@ -112,6 +112,35 @@ def test_event_on_descriptor_made_blocking(backend, run_py):
     assert "ok" in proc.stdout
 
 
+def test_descriptor_closed_behind_waiters_back(backend, run_py):
+    """os.close(fileno()) under sleeping waiters: each ends with EBADF within a bound, not at its timeout."""
+    proc = run_py(child_code('''
+        import threading
+        ev = efd.EventFD(0, semaphore=True, backend=BACKEND)
+        fd = ev.fileno()
+        results = []
+        def waiter():
+            t0 = time.monotonic()
+            try:
+                results.append((ev.acquire(timeout=20), time.monotonic() - t0))
+            except OSError as exc:
+                results.append((exc.errno, time.monotonic() - t0))
+        threads = [threading.Thread(target=waiter) for _ in range(4)]
+        for t in threads:
+            t.start()
+        time.sleep(0.3)                 # all four asleep
+        os.close(fd)                    # someone else's doing
+        for t in threads:
+            t.join(20 + SLACK)
+        check(len(results) == 4, "waiters left: %r" % results)
+        for r, dt in results:
+            check(r == errno.EBADF and dt < 0.3 + SLACK,
+                  "a waiter ended with %r after %.2f s" % (r, dt))
+        print("ok")
+    '''), backend=backend, timeout=60)
+    assert "ok" in proc.stdout
+
+
 # --- eventfd-readback's held units -------------------------------------------
 
 _HELD = '''
