@@ -1170,6 +1170,7 @@ class _WaiterPool:
         in).  A waiter that wakes, finds nothing and sleeps again counts
         one run even where efd's own counters cannot see it (a poll()er
         the kernel puts back to sleep): the herd shows here."""
+        own = time.process_time()       # before reading N files, not after
         if self.kind == "thread":
             paths = ["/proc/self/task/%d/schedstat" % t for t in self.tids]
         else:
@@ -1177,8 +1178,8 @@ class _WaiterPool:
         stats = [_schedstat(p) for p in paths]
         runs = sum(r for _, r in stats)
         if self.kind == "thread":       # the waiters' CPU is the process's
-            return time.process_time(), runs
-        return time.process_time() + sum(ns for ns, _ in stats) / 1e9, runs
+            return own, runs
+        return own + sum(ns for ns, _ in stats) / 1e9, runs
 
     def stop(self):
         """End every waiter: raise the stop flag and release one unit per
