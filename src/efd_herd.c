@@ -102,7 +102,7 @@ int
 efd_herd_open(eventfd_object *self)
 {
     struct epoll_event ev;
-    int ep, krfd = -1, kwfd = -1, err, exclusive;
+    int ep, krfd = -1, kwfd = -1, err, exclusive, oneshot;
     if (self->herd_ep >= 0)
         return 0;
     exclusive = efd_herd_wake_one(self);
@@ -118,7 +118,13 @@ efd_herd_open(eventfd_object *self)
     ev.data.u64 = HERD_KICK;
     if (epoll_ctl(ep, EPOLL_CTL_ADD, krfd, &ev) < 0)
         goto fail_errno;
-    ev.events = exclusive ? EPOLLIN | EPOLLET | EPOLLEXCLUSIVE : EPOLLIN;
+    /* A memory backend's token may outlive its count for a moment (until
+     * its mover takes it): level-triggered, every sleeper would be handed
+     * the event in turn meanwhile.  One-shot, one sleeper gets it, and
+     * arms it again once it has looked (efd_herd_rearm). */
+    oneshot = !exclusive && !self->impl.ops->syscall_always;
+    ev.events = exclusive ? EPOLLIN | EPOLLET | EPOLLEXCLUSIVE
+              : oneshot ? EPOLLIN | EPOLLONESHOT : EPOLLIN;
     ev.data.u64 = HERD_READY;
     if (epoll_ctl(ep, EPOLL_CTL_ADD, self->impl.fd, &ev) < 0)
         goto fail_errno;
@@ -126,6 +132,7 @@ efd_herd_open(eventfd_object *self)
     self->herd_krfd = krfd;
     self->herd_kwfd = kwfd;
     self->herd_exclusive = exclusive;
+    self->herd_oneshot = oneshot;
     return 0;
 fail_errno:
     err = errno;
@@ -151,14 +158,27 @@ efd_herd_rotate(eventfd_object *self)
         (void)epoll_ctl(self->herd_ep, EPOLL_CTL_ADD, self->impl.fd, &ev);
 }
 
+void
+efd_herd_rearm(eventfd_object *self)
+{
+    struct epoll_event ev;
+    ev.events = EPOLLIN | EPOLLONESHOT;
+    ev.data.u64 = HERD_READY;
+    (void)epoll_ctl(self->herd_ep, EPOLL_CTL_MOD, self->impl.fd, &ev);
+}
+
 int
 efd_herd_sleep(eventfd_object *self, int ms, short *revents)
 {
-    struct epoll_event ev;
-    int n = epoll_wait(self->herd_ep, &ev, 1, ms);
+    /* Room for both events: a close() and the release's one wake-up may
+     * come together, and the wake-up must not stay unseen (and so not
+     * handed on). */
+    struct epoll_event ev[2];
+    int i, n = epoll_wait(self->herd_ep, ev, 2, ms);
     *revents = 0;
-    if (n > 0 && ev.data.u64 == HERD_READY)
-        *revents = (ev.events & EPOLLIN) ? POLLIN : POLLERR;
+    for (i = 0; i < n; i++)
+        if (ev[i].data.u64 == HERD_READY)
+            *revents = (ev[i].events & EPOLLIN) ? POLLIN : POLLERR;
     return n;
 }
 
@@ -184,6 +204,7 @@ efd_herd_sleep(eventfd_object *self, int ms, short *revents)
 }
 void efd_herd_nudge(efd_impl *impl) { (void)impl; }
 void efd_herd_rotate(eventfd_object *self) { (void)self; }
+void efd_herd_rearm(eventfd_object *self) { (void)self; }
 
 #endif
 
@@ -206,7 +227,7 @@ efd_herd_close(eventfd_object *self)
     if (self->herd_ep >= 0)
         efd_close_fd(&self->herd_ep);
     efd_chan_close(&self->herd_krfd, &self->herd_kwfd);
-    self->herd_exclusive = 0;
+    self->herd_exclusive = self->herd_oneshot = 0;
 }
 
 int

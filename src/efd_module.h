@@ -74,7 +74,7 @@ typedef struct {
     /* This process's herd of readers (efd_herd.c): the epoll instance they
      * sleep in, the channel close() kicks, and whether the readiness fd is
      * registered exclusively (one wake-up per unit across processes). */
-    int herd_ep, herd_krfd, herd_kwfd, herd_exclusive;
+    int herd_ep, herd_krfd, herd_kwfd, herd_exclusive, herd_oneshot;
     /* How often this process's waiters woke for an event, and for a bare
      * re-check (EventFD._wakeups()); updated without the GIL. */
     uint64_t woken, rechecks;
@@ -176,6 +176,9 @@ void efd_herd_nudge(efd_impl *impl);
 void efd_herd_rotate(eventfd_object *self);
 /* Whether fd is no longer open (closed behind efd's back). */
 int efd_fd_closed(int fd);
+/* One-shot registration (memory backends): a sleeper that was handed the
+ * event and has looked at the count arms it for the next one. */
+void efd_herd_rearm(eventfd_object *self);
 /* close(): wake every sleeper of the herd. */
 void efd_herd_kick(eventfd_object *self);
 /* Close this process's herd (fork child: its copy of the parent's). */

@@ -98,7 +98,7 @@ alloc_object(PyTypeObject *type, efd_state *st)
     self->spare_rfd = self->spare_wfd = -1;
     self->generation = 0;
     self->herd_ep = self->herd_krfd = self->herd_kwfd = -1;
-    self->herd_exclusive = 0;
+    self->herd_exclusive = self->herd_oneshot = 0;
     self->woken = self->rechecks = 0;
     self->state = st;
     self->weakreflist = NULL;

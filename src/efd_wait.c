@@ -344,11 +344,27 @@ fail(int err)
  * > 0 woken by an event, 0 the time ran out, -1 with *err (EINTR...). */
 static int
 sleep_once(eventfd_object *self, efd_waiter *w, int op, struct pollfd *pfd,
-           int ms, uint32_t ticket, int *err)
+           int ms, uint32_t ticket, int backoff, int *err)
 {
     efd_impl *impl = &self->impl;
     int n;
     *err = 0;
+    if (backoff) {
+        /* The readiness fd said "ready" and the count said no: a memory
+         * backend's token that its mover has not taken yet.  Polling it
+         * again would spin until the mover runs (on a busy machine, for
+         * long): give it a millisecond, watching only for close(). */
+        struct pollfd kick;
+        kick.fd = w->kind == EFD_WAITER_HERD ? self->herd_krfd : w->rfd;
+        kick.events = POLLIN;
+        kick.revents = 0;
+        n = poll(&kick, 1, ms < 0 || ms > 1 ? 1 : ms);
+        if (n < 0)
+            *err = errno;
+        else if (n > 0 && w->kind != EFD_WAITER_HERD)
+            pfd[1].revents = kick.revents;
+        return n;
+    }
     if (w->kind == EFD_WAITER_BLOCK) {
         int kind = op == EFD_OP_READY ? EFD_BLOCK_READY
                  : op == EFD_OP_READ ? EFD_BLOCK_READ : EFD_BLOCK_WRITE;
@@ -386,7 +402,7 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
     efd_impl *impl = &self->impl;
     int64_t deadline = -1;
     uint64_t generation = LOAD(&self->generation);
-    int err, result, pollout_lies = 0, first, quiet;
+    int err, result, pollout_lies = 0, first, quiet, backoff = 0, rearm = 0;
     uint32_t ticket = 0;
     efd_waiter *w;
 
@@ -460,7 +476,16 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
             if (first)
                 n = 1;                  /* look before the first sleep */
             else
-                n = sleep_once(self, w, op, pfd, ms, ticket, &saved_errno);
+                n = sleep_once(self, w, op, pfd, ms, ticket, backoff,
+                               &saved_errno);
+            backoff = 0;
+            if (rearm) {
+                efd_herd_rearm(self);   /* after its back-off, below */
+                rearm = 0;
+            }
+            if (self->herd_oneshot && w->kind == EFD_WAITER_HERD
+                    && (pfd[0].revents & POLLIN))
+                rearm = 1;              /* the one-shot event came to us */
             if (impl->ops->ticket != NULL)
                 ticket = impl->ops->ticket(impl);  /* before every look */
             closed = LOAD(&self->closed);
@@ -469,20 +494,26 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
                 /* Readable, yet nothing there: the readiness may be stale
                  * (memory backends: a process died before its sync). */
                 if (err == EAGAIN && impl->ops->repair != NULL
-                        && (pfd[0].revents & POLLIN))
+                        && (pfd[0].revents & POLLIN)) {
                     (void)impl->ops->repair(impl);
+                    backoff = 1;
+                }
             }
             if (n > 0 && !first)
                 __atomic_add_fetch(&self->woken, 1, __ATOMIC_RELAXED);
             else if (n == 0)
                 __atomic_add_fetch(&self->rechecks, 1, __ATOMIC_RELAXED);
             first = 0;
+            if (rearm && !backoff) {
+                efd_herd_rearm(self);
+                rearm = 0;
+            }
             leaving = n < 0 || closed || err != EAGAIN
                       || (pfd[0].revents & POLLNVAL) || pfd[1].revents
                       || (deadline >= 0 && monotonic_ns() >= deadline);
             /* A wake-up that came to us goes on now, without waiting for
              * the GIL (another thread of ours may hold it for long). */
-            if (w->chosen && self->herd_exclusive && !closed
+            if (w->chosen && self->herd_exclusive
                     && (err == 0 || leaving)) {
                 if (err == 0)
                     efd_herd_rotate(self);
@@ -545,13 +576,15 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
         }
     }
 
-    if (!self->closed) {
-        if (w->chosen && self->herd_exclusive)
-            (void)efd_pass_on(self);    /* a signal handler's exception */
-        else if (result != 1 && op == EFD_OP_READ
-                 && impl->ops->interrupt != NULL)
-            impl->ops->interrupt(impl, 0);  /* pass on a futex wake-up */
-    }
+    if (rearm)
+        efd_herd_rearm(self);
+    /* Still a user: the descriptors are open even if close() was called,
+     * and other processes may share them and wait. */
+    if (self->herd_exclusive && (w->chosen || self->closed))
+        (void)efd_pass_on(self);        /* closed, or a handler raised */
+    else if (!self->closed && result != 1 && op == EFD_OP_READ
+             && impl->ops->interrupt != NULL)
+        impl->ops->interrupt(impl, 0);  /* pass on a futex wake-up */
     waiter_end(self, w);
     return result;
 }
