@@ -7,16 +7,22 @@ The same loop shape is used on every side of a comparison, so the loop's own
 cost is in every number alike.
 """
 import asyncio
+import ctypes
+import faulthandler
 import functools
+import mmap
 import os
 import select
+import signal
 import subprocess
 import threading
+import time
+import traceback
 import multiprocessing
 
 import efd
 
-from bench_harness import Case, Impl, Skip, now
+from bench_harness import HANG_SECONDS, Case, Impl, Skip, fmt_time, now
 
 try:
     import posix_ipc
@@ -1001,6 +1007,412 @@ def mpmc_case(cfg):
                     "consumers acquire them all.  Time per unit moved.")
 
 
+# ---- issue 13: hand one unit to one of N blocked waiters ---------------------
+
+HANDOFF_KINDS = ("thread", "process", "async")
+HANDOFF_KIND_LABEL = {"thread": "threads", "process": "processes",
+                      "async": "processes in acquire_async()"}
+HANDOFF_TIMEOUT = 30.0          # the measuring side's wait for one answer
+HANDOFF_READY_TIMEOUT = 120.0   # for N waiters to be up and asleep
+HANDOFF_SETTLE_TIMEOUT = 20.0   # for them to be asleep again after a sample
+HANDOFF_SLOW = 0.05             # a point this slow ends its row (larger N skipped)
+PR_SET_PDEATHSIG = 1
+_libc = []
+
+
+def _die_with_parent(parent):
+    """In a forked waiter: be killed with SIGKILL when the benchmark
+    process dies, however it dies (a hang's faulthandler exit included)."""
+    if not _libc:
+        return
+    _libc[0].prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:          # it died before the prctl
+        os._exit(1)
+
+
+def _task_state(path):
+    """The one-letter scheduler state in a /proc/.../stat file, or None
+    if the task is gone."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    return data[data.rindex(b")") + 2:][:1].decode()
+
+
+def _schedstat(path):
+    """(ns on a CPU, times scheduled in) of a task, from its schedstat;
+    (0, 0) if it is gone."""
+    try:
+        with open(path, "rb") as f:
+            fields = f.read().split()
+        return int(fields[0]), int(fields[2])
+    except (OSError, ValueError, IndexError):
+        return 0, 0
+
+
+class _WaiterPool:
+    """Waiters of one kind ("thread", "process" or "async": a forked
+    process running an asyncio loop), each blocked in ``req``'s acquire;
+    a waiter that gets a unit answers with one ``resp.release()`` and
+    blocks again.  The pool only grows; ``stop()`` ends every waiter
+    within a bounded time, killing the processes that do not leave."""
+
+    def __init__(self, kind, req, resp, max_n):
+        self.kind = kind
+        self.req, self.resp = req, resp
+        # flags[0]: stop; flags[1 + i]: waiter i is in its loop.  Shared
+        # with the forked waiters (an anonymous mmap is MAP_SHARED).
+        self.flags = mmap.mmap(-1, 1 + max_n)
+        self.threads, self.tids, self.pids = [], [], []
+        self.parent = os.getpid()
+
+    def __len__(self):
+        return len(self.threads) + len(self.pids)
+
+    def _loop(self, i):
+        flags, answer = self.flags, self.resp.release
+        if self.kind == "async":
+            acquire_async = self.req.acquire_async
+
+            async def main():
+                flags[1 + i] = 1
+                while True:
+                    await acquire_async()
+                    if flags[0]:
+                        return
+                    answer()
+            loop = asyncio.new_event_loop()
+            try:
+                loop.run_until_complete(main())
+            finally:
+                loop.close()
+            return
+        acquire = self.req.acquire
+        if self.kind == "thread":
+            self.tids[i] = threading.get_native_id()
+        flags[1 + i] = 1
+        try:
+            while True:
+                acquire()
+                if flags[0]:
+                    return
+                answer()
+        except ValueError:          # closed under us while stopping
+            if not flags[0]:
+                raise
+
+    def _child(self, i):
+        code = 1
+        try:
+            _die_with_parent(self.parent)
+            self._loop(i)
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+
+    def grow(self, n):
+        while len(self) < n:
+            i = len(self)
+            if self.kind == "thread":
+                self.tids.append(None)
+                t = threading.Thread(target=self._loop, args=(i,), daemon=True)
+                t.start()
+                self.threads.append(t)
+            else:
+                pid = os.fork()
+                if pid == 0:
+                    self._child(i)          # never returns
+                self.pids.append(pid)
+
+    def _paths(self):
+        if self.kind == "thread":
+            return ["/proc/self/task/%d/stat" % t for t in self.tids]
+        return ["/proc/%d/stat" % p for p in self.pids]
+
+    def _check_alive(self):
+        for pid in self.pids:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                self.pids.remove(pid)
+                raise RuntimeError("waiter process %d exited (status %#x)"
+                                   % (pid, status))
+        for t in self.threads:
+            if not t.is_alive():
+                raise RuntimeError("a waiter thread exited")
+
+    def wait_blocked(self, timeout):
+        """Return once every waiter has entered its loop and is asleep
+        (scheduler state S) at two checks 5 ms apart; RuntimeError after
+        `timeout` seconds (a waiter that spins, or never got there)."""
+        n = len(self)
+        deadline = time.monotonic() + timeout
+        calm = 0
+        while True:
+            self._check_alive()
+            awake = self.flags[1:1 + n].count(0)
+            if not awake:
+                awake = sum(_task_state(p) != "S" for p in self._paths())
+            calm = calm + 1 if not awake else 0
+            if calm >= 2:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError("%d of %d waiters not asleep in acquire after "
+                                   "%.0f s (spinning?)" % (awake, n, timeout))
+            time.sleep(0.005)
+
+    def counters(self):
+        """(CPU seconds used so far by this process and, when they are
+        processes, the waiters; how many times the waiters were scheduled
+        in).  A waiter that wakes, finds nothing and sleeps again counts
+        one run even where efd's own counters cannot see it (a poll()er
+        the kernel puts back to sleep): the herd shows here."""
+        own = time.process_time()       # before reading N files, not after
+        if self.kind == "thread":
+            paths = ["/proc/self/task/%d/schedstat" % t for t in self.tids]
+        else:
+            paths = ["/proc/%d/schedstat" % p for p in self.pids]
+        stats = [_schedstat(p) for p in paths]
+        runs = sum(r for _, r in stats)
+        if self.kind == "thread":       # the waiters' CPU is the process's
+            return own, runs
+        return own + sum(ns for ns, _ in stats) / 1e9, runs
+
+    def stop(self):
+        """End every waiter: raise the stop flag and release one unit per
+        waiter; threads are joined and processes reaped for up to 20 s,
+        then the processes left are killed.  Returns how many threads did
+        not leave (a process cannot stay)."""
+        self.flags[0] = 1
+        try:
+            for _ in range(len(self)):
+                self.req.release()
+        except Exception:                   # killing is the fallback
+            pass
+        deadline = time.monotonic() + 20.0
+        for t in self.threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        left = set(self.pids)
+        while left and time.monotonic() < deadline:
+            for pid in list(left):
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    left.discard(pid)
+            if left:
+                time.sleep(0.01)
+        self.kill(left)
+        self.pids = []
+        return sum(t.is_alive() for t in self.threads)
+
+    def kill(self, pids=None):
+        for pid in list(self.pids if pids is None else pids):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+
+
+class HandoffAlt:
+    """One alternative on the hand-off curve.  ``new()`` returns a fresh
+    semaphore at 0 and the function that disposes of it; ``kinds`` are
+    the waiter kinds it can serve; ``timed(sem)`` is sem's acquire bounded
+    by HANDOFF_TIMEOUT (returns False, or raises, when it runs out)."""
+
+    def __init__(self, name, new, kinds, available=None, timed=None):
+        self.name, self.new, self.kinds = name, new, kinds
+        self.available = available
+        self.timed = timed or (lambda s: functools.partial(
+            s.acquire, timeout=HANDOFF_TIMEOUT))
+
+
+def _new_efd(backend):
+    def new():
+        ev = efd.EventFD(0, semaphore=True, backend=backend)
+        return ev, ev.close
+    return new
+
+
+def _new_dropin():
+    s = efd.Semaphore(0)
+    return s, s.close
+
+
+def _new_threading():
+    return threading.Semaphore(0), lambda: None
+
+
+def _new_mp():
+    return FORK.Semaphore(0), lambda: None
+
+
+def _new_posix_ipc():
+    s = posix_ipc.Semaphore(None, posix_ipc.O_CREX, initial_value=0)
+
+    def close():
+        s.unlink()
+        s.close()
+    return s, close
+
+
+class CurveCase(Case):
+    """A case whose rows are (alternative, waiter kind, N) points, measured
+    by its own ``measure()`` rather than by interleaved rounds: every
+    point of one (alternative, kind) comes from one pool of waiters that
+    grows from the smallest N to the largest.  ``impls`` holds one Impl
+    per point (for results.json and error reporting)."""
+
+    curve = True
+
+    def __init__(self, key, title, unit, alts, kinds, ns, cfg, doc=""):
+        self.alts, self.kinds, self.ns, self.cfg = alts, kinds, ns, cfg
+        self.points = {}
+        impls = []
+        for kind in kinds:
+            for alt in alts:
+                if kind not in alt.kinds:
+                    continue
+                for n in ns:
+                    im = Impl("%s, %d %s" % (alt.name, n, HANDOFF_KIND_LABEL[kind]),
+                              None, available=alt.available)
+                    self.points[alt.name, kind, n] = im
+                    impls.append(im)
+        Case.__init__(self, key, title, unit, impls, impls[0].name, doc=doc)
+
+    def point(self, alt, kind, n):
+        """The Impl of one point, or None if this run has no such point."""
+        return self.points.get((alt, kind, n))
+
+    def ratio(self, name, ref=None):
+        """Median over median (the points are not measured in the same
+        rounds), with the quartile-crossed range q1/q3 .. q3/q1."""
+        a, b = self.impl(name), self.impl(ref or self.ref)
+        if not (a.ok and b.ok and a.samples and b.samples):
+            return None, None, None
+        (a1, a3), (b1, b3) = a.quartiles(), b.quartiles()
+        return a.median() / b.median(), a1 / b3, a3 / b1
+
+    def measure(self, log):
+        for kind in self.kinds:
+            for alt in self.alts:
+                if kind in alt.kinds and alt.available is None:
+                    self._sweep(alt, kind, log)
+                    print(".", end="", flush=True)
+
+    def _sweep(self, alt, kind, log):
+        cfg = self.cfg
+        pts = [self.points[alt.name, kind, n] for n in self.ns]
+        objs = []
+        pool = None
+        try:
+            req, close = alt.new()
+            objs.append(close)
+            resp, close = alt.new()
+            objs.append(close)
+            pool = _WaiterPool(kind, req, resp, max(self.ns))
+            release, wait, counters = req.release, alt.timed(resp), pool.counters
+            # efd's count of its own wake-ups in this process (issue 13's
+            # private EventFD._wakeups()): with thread waiters, how many
+            # threads one release woke.
+            wakeups = getattr(getattr(req, "_ev", req), "_wakeups", None) \
+                if kind == "thread" else None
+
+            def sample(k):
+                r = range(k)
+                (c0, s0), w0 = counters(), wakeups and wakeups()
+                t0 = now()
+                for _ in r:
+                    release()
+                    if wait() is False:
+                        raise RuntimeError("no answer within %.0f s" % HANDOFF_TIMEOUT)
+                secs = now() - t0
+                c1, s1 = counters()
+                extras = {"cpu": (c1 - c0) / k, "runs": (s1 - s0) / k}
+                if wakeups:
+                    w1 = wakeups()
+                    extras["wakeups"] = (w1[0] - w0[0]) / k
+                    extras["rechecks"] = (w1[1] - w0[1]) / k
+                return secs / k, extras
+
+            slow = None
+            for n, im in zip(self.ns, pts):
+                if slow is not None:
+                    im.available = slow
+                    continue
+                pool.grow(n)
+                pool.wait_blocked(HANDOFF_READY_TIMEOUT)
+                faulthandler.dump_traceback_later(HANG_SECONDS, exit=True)
+                try:
+                    per, _ = sample(3)      # warm-up, and the sample's size
+                    im.n = max(1, min(cfg.handoff_max, int(cfg.handoff_target / per)))
+                    for _ in range(cfg.rounds):
+                        secs, extras = sample(im.n)
+                        im.samples.append(secs)
+                        for key, v in extras.items():
+                            im.extras.setdefault(key, []).append(v)
+                finally:
+                    faulthandler.cancel_dump_traceback_later()
+                pool.wait_blocked(HANDOFF_SETTLE_TIMEOUT)
+                if im.median() > HANDOFF_SLOW:
+                    slow = "%s per hand-off at N=%d" % (
+                        fmt_time(im.median()), n)
+        except Exception as exc:
+            err = "%s: %s" % (type(exc).__name__, exc)
+            for im in pts:
+                if im.error is None and len(im.samples) < cfg.rounds:
+                    im.error, im.samples = err, []
+            log("  ! %s with %s: %s" % (alt.name, HANDOFF_KIND_LABEL[kind], err))
+        finally:
+            if pool is not None:
+                try:
+                    stuck = pool.stop()
+                except BaseException:
+                    pool.kill()
+                    raise
+                if stuck:
+                    log("  ! %s: %d waiter threads did not leave" % (alt.name, stuck))
+            for close in objs:
+                close()
+
+
+def handoff_curve_case(cfg):
+    if not _libc:
+        try:
+            _libc.append(ctypes.CDLL(None, use_errno=True))
+        except OSError:
+            pass
+    alts = [HandoffAlt("efd EventFD [%s]" % b, _new_efd(b), HANDOFF_KINDS,
+                       available=_efd_available(b)) for b in BACKENDS]
+    alts += [
+        HandoffAlt("efd.Semaphore (futex)", _new_dropin, HANDOFF_KINDS,
+                   available=_efd_available("futex")),
+        HandoffAlt("threading.Semaphore", _new_threading, ("thread",)),
+        HandoffAlt("multiprocessing.Semaphore", _new_mp, ("thread", "process")),
+        HandoffAlt("posix_ipc.Semaphore", _new_posix_ipc, ("thread", "process"),
+                   available=_missing_posix_ipc(),
+                   timed=lambda s: functools.partial(s.acquire, HANDOFF_TIMEOUT)),
+    ]
+    return CurveCase(
+        "handoff-curve", "release() handing one unit to one of N blocked waiters",
+        "hand-off", alts, HANDOFF_KINDS, cfg.handoff_ns, cfg,
+        doc="A ping-pong: this process releases one unit of a semaphore on "
+            "which N waiters are blocked and waits (acquire with a 30 s "
+            "bound) until the waiter that got it has answered through a "
+            "second semaphore of the same kind; the other N-1 stay blocked. "
+            "Time per hand-off = one round trip, median of the rounds. One "
+            "pool of waiters per (alternative, kind) grows from the smallest "
+            "N to the largest, and before and after each N every waiter must "
+            "be asleep (state S in /proc) -- a waiter that spins fails the "
+            "row. *CPU* is the CPU time per hand-off of this process (threads: "
+            "all of them) plus, for processes, the waiters' (schedstat); "
+            "*runs* is how many times waiters were scheduled in per hand-off "
+            "(schedstat): about 1 when a release wakes one waiter, about N "
+            "in a thundering herd. "
+            "Points are not interleaved, so ratios are of medians.")
+
+
 # ---- efd.Event against threading.Event --------------------------------------
 
 def _calls(make, *names):
@@ -1074,4 +1486,5 @@ def all_cases(cfg):
         ("mpmc", lambda: mpmc_case(cfg)),
         ("event-is-set", lambda: event_case(cfg, "is_set")),
         ("event-set-clear", lambda: event_case(cfg, "set_clear")),
+        ("handoff-curve", lambda: handoff_curve_case(cfg)),
     ]

@@ -18,6 +18,75 @@ def _has_extra(case, key):
     return any(im.extras.get(key) for im in case.impls)
 
 
+def _curve_cell(im):
+    # "wall / CPU" of one point of a curve case, or why there is none.
+    if im is None:
+        return "–"
+    if not im.ok or not im.samples:
+        return im.status() or "no samples"
+    runs = im.extra_median("runs")
+    return "%s / %s / %s" % (fmt_time(im.median()), fmt_time(im.extra_median("cpu")),
+                             "-" if runs is None else "%.1f" % runs)
+
+
+def _curve_markdown(case, w):
+    """The tables of a curve case (handoff-curve): one per waiter kind,
+    a row per alternative, a column per N."""
+    from bench_cases import HANDOFF_KIND_LABEL
+    w("### `%s`: %s\n" % (case.key, case.title))
+    if case.doc:
+        w(case.doc + "\n")
+    w("Each cell: **wall time per hand-off / CPU time per hand-off / waiter "
+      "runs per hand-off** (medians of %d rounds); `–`: the alternative "
+      "cannot have waiters of that kind. "
+      "The last column is the flatness: wall time with the most waiters "
+      "measured over wall time with one.\n" % case.cfg.rounds)
+    hi = case.ns[-1]
+    for kind in case.kinds:
+        w("**Waiters: %s**\n" % HANDOFF_KIND_LABEL[kind])
+        w("| alternative | " + " | ".join("N=%d" % n for n in case.ns)
+          + " | N=%d / N=1 |" % hi)
+        w("|---|" + "---:|" * (len(case.ns) + 1))
+        for alt in case.alts:
+            cells = [_curve_cell(case.point(alt.name, kind, n)) for n in case.ns]
+            a, b = case.point(alt.name, kind, hi), case.point(alt.name, kind, case.ns[0])
+            flat = "–"
+            if a is not None and a.samples and b is not None and b.samples:
+                flat = "%.2f" % (a.median() / b.median())
+            w("| %s | %s | %s |" % (alt.name, " | ".join(cells), flat))
+        w("")
+    _wakeups_markdown(case, w)
+
+
+def _wakeups_markdown(case, w):
+    # Issue 13's EventFD._wakeups(), where efd has it: per hand-off, how
+    # many of the waiter threads efd's wait loop woke, by an event and by a
+    # re-check slice running out.
+    rows = [alt for alt in case.alts if any(
+        p is not None and p.extras.get("wakeups")
+        for p in (case.point(alt.name, "thread", n) for n in case.ns))]
+    if not rows:
+        return
+    w("**efd wake-ups per hand-off, thread waiters** (`EventFD._wakeups()` "
+      "of the released object: returns from efd's own sleep call by an event "
+      "+ by a re-check timeout, medians. A poll() sleeper that the kernel "
+      "puts back to sleep is not counted: *runs* above is the real herd "
+      "check, this one a second opinion)\n")
+    w("| alternative | " + " | ".join("N=%d" % n for n in case.ns) + " |")
+    w("|---|" + "---:|" * len(case.ns))
+    for alt in rows:
+        cells = []
+        for n in case.ns:
+            p = case.point(alt.name, "thread", n)
+            if p is None or not p.extras.get("wakeups"):
+                cells.append("-")
+            else:
+                cells.append("%.1f + %.2f" % (p.extra_median("wakeups"),
+                                              p.extra_median("rechecks")))
+        w("| %s | %s |" % (alt.name, " | ".join(cells)))
+    w("")
+
+
 def markdown(cases, checks, syscalls, cfg, meta, probe, elapsed):
     out = []
     w = out.append
@@ -37,7 +106,8 @@ def markdown(cases, checks, syscalls, cfg, meta, probe, elapsed):
       "the alternative is faster**. Only ratios measured in the same run mean "
       "anything; absolute times depend on the machine and its load.\n")
 
-    w("## Targets (issues 2, 3, 4)\n")
+    w("## Targets (issues %s)\n" % ", ".join(
+        str(i) for i in sorted({c.issue for c in checks})))
     w("```")
     for c in checks:
         w(c.line())
@@ -62,6 +132,9 @@ def markdown(cases, checks, syscalls, cfg, meta, probe, elapsed):
 
     w("## Cases\n")
     for case in cases:
+        if getattr(case, "curve", False):
+            _curve_markdown(case, w)
+            continue
         w("### `%s`: %s\n" % (case.key, case.title))
         if case.doc:
             w(case.doc + "\n")
@@ -101,6 +174,20 @@ def markdown(cases, checks, syscalls, cfg, meta, probe, elapsed):
 def console_summary(cases):
     lines = []
     for case in cases:
+        if getattr(case, "curve", False):
+            lines.append("%s: %s (wall time per hand-off, medians)"
+                         % (case.key, case.title))
+            for kind in case.kinds:
+                lines.append("  waiters: %s, N = %s" % (
+                    kind, ", ".join(str(n) for n in case.ns)))
+                for alt in case.alts:
+                    pts = [case.point(alt.name, kind, n) for n in case.ns]
+                    if all(p is None for p in pts):
+                        continue
+                    lines.append("    %-30s %s" % (alt.name, " ".join(
+                        "%10s" % ("-" if p is None or not p.samples
+                                  else fmt_time(p.median())) for p in pts)))
+            continue
         lines.append("%s: %s (ratio = alternative / efd, >1: efd faster)"
                      % (case.key, case.title))
         for im in case.impls:
@@ -119,6 +206,36 @@ def console_summary(cases):
     return "\n".join(lines)
 
 
+def _curve_panel(ax, case, kind, what, matplotlib):
+    """One waiter kind of a curve case: time per hand-off against N, a line
+    per alternative, log-log."""
+    from bench_cases import HANDOFF_KIND_LABEL
+    for i, alt in enumerate(case.alts):
+        pts = [(n, case.point(alt.name, kind, n)) for n in case.ns]
+        pts = [(n, p.median() if what == "wall" else p.extra_median("cpu"))
+               for n, p in pts if p is not None and p.samples]
+        if not pts:
+            continue
+        xs, ys = zip(*pts)
+        ax.plot(xs, [y * 1e6 for y in ys], marker="o", markersize=3,
+                linestyle="-" if alt.name.startswith("efd") else "--",
+                label=alt.name)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks(list(case.ns))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xlabel("N blocked waiters (%s)" % HANDOFF_KIND_LABEL[kind], fontsize=7)
+    ax.set_ylabel("µs per hand-off (%s)" % ("wall" if what == "wall" else "CPU"),
+                  fontsize=7)
+    ax.tick_params(labelsize=7)
+    ax.grid(True, which="both", linewidth=0.3)
+    ax.legend(fontsize=6)
+    ax.set_title("%s: %s time per hand-off, waiters: %s (medians, lower is better)"
+                 % (case.key, "wall" if what == "wall" else "CPU",
+                    HANDOFF_KIND_LABEL[kind]), fontsize=8)
+
+
 def plot(cases, path, meta):
     """One panel per case: each alternative's median as a ratio to efd,
     on a log scale; returns the path, or None without matplotlib."""
@@ -129,14 +246,21 @@ def plot(cases, path, meta):
         import matplotlib.ticker
     except ImportError:
         return None
-    panels = [c for c in cases if any(im.samples for im in c.impls)]
-    if not panels:
+    panels = [c for c in cases if any(im.samples for im in c.impls)
+              and not getattr(c, "curve", False)]
+    curves = [(c, kind, what) for c in cases if getattr(c, "curve", False)
+              for kind in c.kinds for what in ("wall", "cpu")
+              if any(p.samples for (_, k, _), p in c.points.items() if k == kind)]
+    if not panels and not curves:
         return None
     ncol = 2
-    nrow = (len(panels) + ncol - 1) // ncol
+    first = len(panels) + len(panels) % ncol        # the curves start a row
+    nrow = (first + len(curves) + ncol - 1) // ncol
     fig, axes = plt.subplots(nrow, ncol, figsize=(15, 3.0 * nrow + 0.8), squeeze=False)
-    for ax in axes.flat[len(panels):]:
+    for ax in list(axes.flat[len(panels):first]) + list(axes.flat[first + len(curves):]):
         ax.axis("off")
+    for ax, (case, kind, what) in zip(axes.flat[first:], curves):
+        _curve_panel(ax, case, kind, what, matplotlib)
     for ax, case in zip(axes.flat, panels):
         rows = [im for im in case.impls if im.ok and im.samples
                 and case.ratio(im.name)[0] is not None]

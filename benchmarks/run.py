@@ -6,7 +6,7 @@
 
 Writes OUT/results.md (tables), OUT/results.png (plot), OUT/results.json
 (every sample, as a pyperf BenchmarkSuite) and prints the performance
-targets of issues 2, 3 and 4 as PASS/FAIL lines.  See benchmarks/README.md.
+targets of issues 2, 3, 4, 12 and 13 as PASS/FAIL lines.  See benchmarks/README.md.
 """
 import argparse
 import datetime
@@ -26,7 +26,7 @@ if HERE not in sys.path:
 import efd                                          # noqa: E402
 
 import bench_cases                                  # noqa: E402
-from bench_harness import run_case, stderr, to_pyperf_suite   # noqa: E402
+from bench_harness import fmt_time, run_case, stderr, to_pyperf_suite   # noqa: E402
 import bench_report                                 # noqa: E402
 
 
@@ -43,6 +43,11 @@ class Config:
         self.consumers = 2
         self.mpmc_units = 4000 if quick else 40000
         self.syscall_n = 10000
+        # issue 13: the hand-off curve (waiters per point, seconds per
+        # sample, most hand-offs in one sample)
+        self.handoff_ns = (1, 16, 64) if quick else (1, 4, 16, 64, 256, 1000)
+        self.handoff_target = 0.01 if quick else 0.03
+        self.handoff_max = 2000
         self.floor = None
         self.floor_error = None
 
@@ -149,7 +154,7 @@ def syscall_checks(cfg):
     return rows
 
 
-# ---- the targets of issues 2, 3 and 4 --------------------------------------
+# ---- the targets of issues 2, 3, 4, 12 and 13 --------------------------------------
 
 class Check:
     def __init__(self, issue, what, value, op, limit, skip=None, shown=None):
@@ -198,6 +203,46 @@ def _syscall_check(syscalls, issue, backend, mode, what):
     b, mode, total, names, err, n = row[0]
     return Check(issue, what % n, total, "==", 0, skip=err,
                  shown=None if total is None else str(total))
+
+
+def _curve_check(cases, what, a, b, limit):
+    """Issue 13: the median hand-off time of point `a` over point `b`, each
+    (alternative, kind, N) of the handoff-curve case, against `limit`."""
+    case = cases.get("handoff-curve")
+    if case is None:
+        return Check(13, what, None, "<=", limit, skip="case handoff-curve not run")
+    ims = [case.point(*a), case.point(*b)]
+    for p, im in zip((a, b), ims):
+        if im is None:
+            return Check(13, what, None, "<=", limit,
+                         skip="N=%d not in this run's curve" % p[2])
+        if not im.ok or not im.samples:
+            return Check(13, what, None, "<=", limit,
+                         skip="%s %s" % (im.name, im.status() or "has no samples"))
+    r = ims[0].median() / ims[1].median()
+    return Check(13, what, r, "<=", limit, shown="%.2f (%s / %s)" % (
+        r, fmt_time(ims[0].median()), fmt_time(ims[1].median())))
+
+
+def handoff_checks(cases):
+    out = []
+    mp = ("multiprocessing.Semaphore", "process", 64)
+    for b in bench_cases.BACKENDS:
+        ev = "efd EventFD [%s]" % b
+        out.append(_curve_check(cases, "hand-off to 1 of 64 blocked threads / "
+                                "to 1 of 1, %s" % ev,
+                                (ev, "thread", 64), (ev, "thread", 1), 1.5))
+        out.append(_curve_check(cases, "hand-off to 1 of 64 blocked threads, "
+                                "%s / threading.Semaphore" % ev, (ev, "thread", 64),
+                                ("threading.Semaphore", "thread", 64), 1.0))
+        out.append(_curve_check(cases, "hand-off to 1 of 64 blocked processes, "
+                                "%s / multiprocessing (goal 1.0)" % ev,
+                                (ev, "process", 64), mp, 1.5))
+        out.append(_curve_check(cases, "hand-off to 1 of 64 processes in "
+                                "acquire_async(), %s / multiprocessing with 64 "
+                                "blocked processes (goal 1.0)" % ev,
+                                (ev, "async", 64), mp, 1.5))
+    return out
 
 
 def checks(cases, syscalls):
@@ -260,7 +305,7 @@ def checks(cases, syscalls):
         out.append(Check(4, what, t, "==", 0, skip=None if t is not None else
                          (im.status() or "no samples"),
                          shown=None if t is None else "%d" % t))
-    return out
+    return out + handoff_checks(cases)
 
 
 def parse_args(argv):
@@ -311,8 +356,11 @@ def main(argv=None):
             case = build()
             t0 = time.time()
             print("%-22s" % key, end=" ", flush=True)
-            run_case(case, cfg.rounds, cfg.target, cfg.max_n,
-                     log=lambda m: print("\n" + m, end=" ", flush=True))
+            log = lambda m: print("\n" + m, end=" ", flush=True)  # noqa: E731
+            if getattr(case, "curve", False):
+                case.measure(log)
+            else:
+                run_case(case, cfg.rounds, cfg.target, cfg.max_n, log=log)
             print("%5.1f s" % (time.time() - t0), flush=True)
             cases[key] = case
         if "syscalls" in args.wanted:
