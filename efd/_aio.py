@@ -191,6 +191,29 @@ def _register_exclusive(loop: asyncio.AbstractEventLoop, fd: int,
     return False
 
 
+def _orphaned(loop: asyncio.AbstractEventLoop, fd: int) -> bool:
+    # Whether the selector of a loop we registered ``fd`` in exclusively no
+    # longer knows the fd (see _Waiters._recheck).
+    selector = getattr(loop, "_selector", None)
+    try:
+        return selector is not None and selector.get_map().get(fd) is None
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def _drop_orphan(loop: asyncio.AbstractEventLoop, fd: int) -> None:
+    # After remove_reader() of an exclusive registration: make sure the
+    # kernel's epoll set holds no entry for ``fd`` that the selector has
+    # forgotten (it would report readiness nobody asked for: a spin).
+    epoll = _loop_epoll(loop)
+    if epoll is None or not _orphaned(loop, fd):
+        return
+    try:
+        epoll.unregister(fd)
+    except (OSError, ValueError):
+        pass                            # gone already: nothing to drop
+
+
 def _forget_in_child() -> None:
     # After fork(), in the child: the records describe the parent's loops and
     # tasks.  Drop them without touching any loop, since the child shares the
@@ -322,7 +345,7 @@ class _Waiters:
 
     __slots__ = ("ev", "loop", "fd", "key", "consumers", "watchers",
                  "served", "reading", "exclusive", "recheck", "poller",
-                 "paused")
+                 "plain_only", "paused")
 
     def __init__(self, ev: "EventFD", loop: asyncio.AbstractEventLoop) -> None:
         self.ev = ev
@@ -334,6 +357,7 @@ class _Waiters:
         self.served = 0
         self.reading = False
         self.exclusive = False
+        self.plain_only = False         # see _recheck
         self.recheck: Any = None
         self.poller: Any = None
         self.paused: Any = None
@@ -365,7 +389,7 @@ class _Waiters:
                 % type(self.loop).__name__
             ) from None
         self.reading = True
-        if self.ev._wake_one and not self.watchers:
+        if self.ev._wake_one and not self.watchers and not self.plain_only:
             try:
                 self.exclusive = _register_exclusive(self.loop, self.fd,
                                                      self._ready)
@@ -386,6 +410,16 @@ class _Waiters:
         # costs far less than _peek()'s read of /proc.
         self.recheck = None
         if not self.reading or self.ev.closed:
+            return
+        if self.exclusive and _orphaned(self.loop, self.fd):
+            # Somebody changed this fd's registration in our loop (an
+            # add_writer: the kernel refuses to modify an exclusive entry,
+            # and the selector forgot the fd, leaving the kernel's entry
+            # behind).  Drop the kernel's entry, and wait the plain way.
+            self.reading = self.exclusive = False
+            _drop_orphan(self.loop, self.fd)
+            self.plain_only = True
+            self.watch()
             return
         try:
             if self.ev.backend in _COUNT_IN_MEMORY:
@@ -425,6 +459,8 @@ class _Waiters:
         except (OSError, RuntimeError, ValueError):
             # The loop is closed: nothing of it is left registered.
             pass
+        if exclusive:
+            _drop_orphan(self.loop, self.fd)
         ev = self.ev
         if exclusive and pass_on and not ev.closed and ev not in _closing:
             try:

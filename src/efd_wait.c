@@ -357,15 +357,26 @@ sleep_once(eventfd_object *self, efd_waiter *w, int op, struct pollfd *pfd,
          * is about to take.  Polling it again would spin until the mover
          * runs (on a busy machine, for long; for ever if it is stopped):
          * yield to it the first time, then sleep, longer as it goes on,
-         * watching only for close(). */
+         * watching only for close().  While this one waiter backs off, the
+         * one-shot event stays disarmed: the process's other readers sleep
+         * on rather than take turns at the stale token. */
         struct pollfd kick;
         struct timespec ts;
         if (backoff == 1) {
             sched_yield();
             return 0;
         }
-        ts.tv_sec = 0;
-        ts.tv_nsec = ms == 0 ? 0 : (backoff <= 3 ? 100 : 1000) * 1000L;
+        /* 100 us twice, then 1, 2, 4 ... ms up to the re-check interval
+         * (a holder stopped that long is as good as dead: SPEC 5). */
+        long us = backoff <= 3 ? 100
+                : backoff >= 11 ? EFD_RECHECK_MS * 1000L
+                : 1000L << (backoff - 4);
+        if (us > EFD_RECHECK_MS * 1000L)
+            us = EFD_RECHECK_MS * 1000L;
+        if (ms >= 0 && us > ms * 1000L)
+            us = ms * 1000L;
+        ts.tv_sec = us / 1000000;
+        ts.tv_nsec = (us % 1000000) * 1000L;
         kick.fd = w->kind == EFD_WAITER_HERD ? self->herd_krfd : w->rfd;
         kick.events = POLLIN;
         kick.revents = 0;

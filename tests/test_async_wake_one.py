@@ -784,3 +784,50 @@ def test_loop_killed_while_chosen(backend, run_py):
     assert res["codes"] == [0, 0, 0], res
     assert res["victims"] == [-9, -9], res
     assert res["left"] == 0, res
+
+
+LATE_WRITER = r'''
+import time as _time
+async def main(loop, ev):
+    fd = ev.fileno()
+    consumer = asyncio.ensure_future(ev.acquire_async(timeout=PROMPT))
+    record = await until_watching(ev)
+    exclusive = record.exclusive
+    try:
+        loop.add_writer(fd, lambda: None)   # refused: the entry is exclusive
+        added = "ok"
+    except OSError as exc:
+        added = exc.errno
+    try:
+        loop.remove_writer(fd)
+    except (OSError, ValueError):
+        pass
+    ev.release(2)                       # one for the task, one left over
+    t0 = _time.monotonic()
+    got = await asyncio.wait_for(consumer, PROMPT)
+    waited = _time.monotonic() - t0
+    cpu0 = _time.process_time()
+    await asyncio.sleep(0.5)            # a unit left in the count, no waiter
+    cpu = _time.process_time() - cpu0
+    return {"exclusive": exclusive, "added": added, "got": got,
+            "waited": waited, "cpu": cpu}
+
+loop = asyncio.new_event_loop()
+ev = efd.EventFD(0, semaphore=True)
+res = loop.run_until_complete(main(loop, ev))
+ev.close()
+loop.close()
+print(json.dumps(res))
+'''
+
+
+def test_late_writer_on_an_exclusive_registration(backend, run_py):
+    """add_writer() on the descriptor while the loop waits exclusively is
+    refused by the kernel, and the selector forgets the fd: the wait still
+    ends with its unit (the 100 ms look notices and registers plainly) and
+    no kernel entry is left behind to make the loop spin (adversary G1)."""
+    wake_one_or_skip(run_py, backend)
+    res = orchestrate(run_py, backend, LATE_WRITER)
+    assert res["exclusive"] is True, res
+    assert res["got"] is True and res["waited"] < 5.0, res
+    assert res["cpu"] < 0.2, "the loop spun: %s" % res
