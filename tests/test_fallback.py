@@ -598,7 +598,11 @@ def test_no_epoll_falls_back_to_polling_and_says_so():
 
         N, K = 8, 4
         for backend in ("eventfd", "eventfd-readback", "pipe", "futex"):
-            ev = efd.EventFD(0, semaphore=True, backend=backend)
+            try:
+                ev = efd.EventFD(0, semaphore=True, backend=backend)
+            except OSError as exc:          # a build without <sys/eventfd.h>
+                print(backend, "not here:", exc)
+                continue
             assert not ev._wake_one, backend
             got, errors, tids = [], [], {}
             def waiter():
