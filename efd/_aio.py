@@ -345,7 +345,7 @@ class _Waiters:
 
     __slots__ = ("ev", "loop", "fd", "key", "consumers", "watchers",
                  "served", "reading", "exclusive", "recheck", "poller",
-                 "plain_only", "paused")
+                 "plain_only", "paused", "stale_runs")
 
     def __init__(self, ev: "EventFD", loop: asyncio.AbstractEventLoop) -> None:
         self.ev = ev
@@ -358,6 +358,7 @@ class _Waiters:
         self.reading = False
         self.exclusive = False
         self.plain_only = False         # see _recheck
+        self.stale_runs = 0             # see _back_off
         self.recheck: Any = None
         self.poller: Any = None
         self.paused: Any = None
@@ -514,19 +515,25 @@ class _Waiters:
             return
         if stale and self.ev.backend in _COUNT_IN_MEMORY:
             self._back_off()
+        else:
+            self.stale_runs = 0
         self.settle()
 
     def _back_off(self) -> None:
         # Readable with nothing to take, on a memory backend: stop watching
-        # for STALE_BACKOFF seconds rather than be told again at once.  (The
-        # re-check keeps running; the reader comes back as it was.)
+        # for STALE_BACKOFF seconds rather than be told again at once, twice
+        # as long each time in a row (a token whose mover is descheduled or
+        # stopped), up to RECHECK.  (The re-check keeps running; the reader
+        # comes back as it was.)
         if self.paused is not None or not self.reading:
             return
         try:
             self.loop.remove_reader(self.fd)
         except (OSError, RuntimeError, ValueError):
             return
-        self.paused = self.loop.call_later(STALE_BACKOFF, self._resume)
+        delay = min(STALE_BACKOFF * (1 << min(self.stale_runs, 10)), RECHECK)
+        self.stale_runs += 1
+        self.paused = self.loop.call_later(delay, self._resume)
 
     def _resume(self) -> None:
         # The back-off is over: watch the descriptor again.

@@ -502,8 +502,10 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
                 n = sleep_once(self, w, op, pfd, ms, ticket, backoff,
                                &saved_errno);
             backoff = 0;
-            if (rearm) {
-                efd_herd_rearm(self);   /* after its back-off, below */
+            /* A waiter backing off keeps the disarmed one-shot event (and
+             * looks again itself) until the token is sorted out. */
+            if (rearm && !busy) {
+                efd_herd_rearm(self);
                 rearm = 0;
             }
             if (self->herd_oneshot && w->kind == EFD_WAITER_HERD
@@ -517,7 +519,7 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
                 /* Readable, yet nothing there: the readiness may be stale
                  * (memory backends: a process died before its sync). */
                 if (err == EAGAIN && impl->ops->repair != NULL
-                        && (pfd[0].revents & POLLIN)) {
+                        && ((pfd[0].revents & POLLIN) || busy)) {
                     if (impl->ops->repair(impl) == EBUSY)
                         backoff = ++busy;   /* longer each time in a row */
                     else
@@ -531,7 +533,7 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
             else if (n == 0)
                 __atomic_add_fetch(&self->rechecks, 1, __ATOMIC_RELAXED);
             first = 0;
-            if (rearm && !backoff) {
+            if (rearm && !busy) {
                 efd_herd_rearm(self);
                 rearm = 0;
             }
