@@ -33,7 +33,8 @@
  *     there.  The token may outlive the count for a moment (until whoever
  *     took the last unit takes it too); one-shot, a single sleeper is
  *     handed the event, looks, and arms it again (efd_herd_rearm) -- after
- *     a back-off if the token was stale and its lock held (efd_wait.c).  One
+ *     a back-off, kept by that one sleeper, if the token was stale and its
+ *     lock held (efd_wait.c).  One
  *     thread of each waiting process wakes.
 
  * close() writes the herd's kick channel, registered level-triggered: every
