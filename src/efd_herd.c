@@ -212,12 +212,6 @@ void efd_herd_rearm(eventfd_object *self) { (void)self; }
 
 #endif
 
-int
-efd_fd_closed(int fd)
-{
-    return fd >= 0 && fcntl(fd, F_GETFD) < 0 && errno == EBADF;
-}
-
 void
 efd_herd_kick(eventfd_object *self)
 {

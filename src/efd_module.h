@@ -174,8 +174,6 @@ void efd_herd_nudge(efd_impl *impl);
 /* A process that took a unit moves to the back of the line for the next
  * (exclusive registrations only). */
 void efd_herd_rotate(eventfd_object *self);
-/* Whether fd is no longer open (closed behind efd's back). */
-int efd_fd_closed(int fd);
 /* One-shot registration (memory backends): a sleeper that was handed the
  * event and has looked at the count arms it for the next one. */
 void efd_herd_rearm(eventfd_object *self);

@@ -692,8 +692,8 @@ static PyGetSetDef eventfd_getset[] = {
      "True if read() and write() raise BlockingIOError instead of waiting.",
      NULL},
     {"backend", (getter)get_backend, NULL,
-     "The name of the backend in use ('eventfd', 'eventfd-readback' or "
-     "'pipe').", NULL},
+     "The name of the backend in use ('eventfd', 'eventfd-readback', "
+     "'pipe' or 'futex').", NULL},
     {"_wake_one", (getter)get_wake_one, NULL,
      "True if a release wakes one waiter across processes (event loops that "
      "register fileno() with EPOLLEXCLUSIVE included), not every process's.",
@@ -765,7 +765,9 @@ static PyMethodDef eventfd_methods[] = {
     {"_wakeups", (PyCFunction)eventfd_wakeups, METH_NOARGS,
      "_wakeups($self, /)\n--\n\n"
      "(woken, rechecks): how often this process's blocking waits on the "
-     "object woke for an event, and for a bare re-check."},
+     "object came back from their sleep for an event, and for a bare "
+     "re-check (a poll() sleeper the kernel puts back to sleep unseen is "
+     "not counted)."},
     {"_pass_on", (PyCFunction)eventfd_pass_on, METH_NOARGS,
      "_pass_on($self, /)\n--\n\n"
      "If units are there, wake one more waiter (another process's) and "

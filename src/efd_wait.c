@@ -41,7 +41,6 @@
 #include <unistd.h>
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
-
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 
 static int64_t
@@ -341,6 +340,15 @@ fail(int err)
     return -1;
 }
 
+/* Whether fd is no longer open: closed behind efd's back (os.close on
+ * fileno()), which epoll and a futex sleep do not report as poll() does
+ * (POLLNVAL). */
+static int
+fd_closed(int fd)
+{
+    return fd >= 0 && fcntl(fd, F_GETFD) < 0 && errno == EBADF;
+}
+
 /* One sleep: in the backend's block(), in the herd, or in poll() on the
  * readiness fd (pfd[0]) and the waiter's wake channel (pfd[1]).  Returns
  * > 0 woken by an event, 0 the time ran out, -1 with *err (EINTR...). */
@@ -393,7 +401,7 @@ sleep_once(eventfd_object *self, efd_waiter *w, int op, struct pollfd *pfd,
         *err = impl->ops->block(impl, kind, ticket, ms);
         if (*err == ETIMEDOUT) {
             *err = 0;
-            if (!efd_fd_closed(pfd[0].fd))
+            if (!fd_closed(pfd[0].fd))
                 return 0;
             pfd[0].revents = POLLNVAL;  /* as poll() would say */
         }
@@ -405,7 +413,7 @@ sleep_once(eventfd_object *self, efd_waiter *w, int op, struct pollfd *pfd,
             w->chosen = 1;
         /* epoll forgets a descriptor closed behind our back (os.close on
          * fileno()) without a word: look, as poll() would (POLLNVAL). */
-        if (n == 0 && efd_fd_closed(pfd[0].fd)) {
+        if (n == 0 && fd_closed(pfd[0].fd)) {
             pfd[0].revents = POLLNVAL;
             n = 1;
         }
@@ -502,12 +510,6 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
                 n = sleep_once(self, w, op, pfd, ms, ticket, backoff,
                                &saved_errno);
             backoff = 0;
-            /* A waiter backing off keeps the disarmed one-shot event (and
-             * looks again itself) until the token is sorted out. */
-            if (rearm && !busy) {
-                efd_herd_rearm(self);
-                rearm = 0;
-            }
             if (self->herd_oneshot && w->kind == EFD_WAITER_HERD
                     && (pfd[0].revents & POLLIN))
                 rearm = 1;              /* the one-shot event came to us */
@@ -533,6 +535,8 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
             else if (n == 0)
                 __atomic_add_fetch(&self->rechecks, 1, __ATOMIC_RELAXED);
             first = 0;
+            /* A waiter backing off keeps the disarmed one-shot event (and
+             * looks again itself) until the token is sorted out. */
             if (rearm && !busy) {
                 efd_herd_rearm(self);
                 rearm = 0;
