@@ -36,6 +36,7 @@
  * below), so afterwards releases make no system call again.
  */
 #include "efd.h"
+#include "efd_explore.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -55,7 +56,11 @@ static long
 futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *ts)
 {
     /* Not FUTEX_PRIVATE_FLAG: the word is shared between processes. */
+#ifdef EFD_EXPLORE
+    return efd_explore_futex(word, op, val, ts);
+#else
     return syscall(SYS_futex, (uint32_t *)word, op, val, ts, NULL, 0);
+#endif
 }
 
 int
@@ -82,16 +87,20 @@ sleeping(uint64_t word)
 static uint32_t
 sleep_enter(_Atomic uint64_t *who)
 {
-    return (uint32_t)(atomic_fetch_add(who, 1) >> 32);
+    uint32_t epoch = (uint32_t)(atomic_fetch_add(who, 1) >> 32);
+    EFD_POINT("sleep_enter: counted");
+    return epoch;
 }
 
 static void
 sleep_leave(_Atomic uint64_t *who, uint32_t epoch)
 {
     uint64_t w = atomic_load(who);
+    EFD_POINT("sleep_leave: read");
     while ((uint32_t)(w >> 32) == epoch && sleeping(w) > 0
            && !atomic_compare_exchange_weak(who, &w, w - 1))
         ;
+    EFD_POINT("sleep_leave: done");
 }
 
 /* Wake up to n sleepers of `who` (seen as `word`); forget the counted ones
@@ -101,10 +110,13 @@ wake(struct efd_count *c, _Atomic uint64_t *who, uint64_t word, int n)
 {
     long woken;
     atomic_fetch_add(&c->seq, 1);
+    EFD_POINT("wake: seq++");
     woken = futex(&c->seq, FUTEX_WAKE, (uint32_t)n, NULL);
+    EFD_POINT("wake: woken");
     if (woken == 0) {
         uint64_t fresh = ((word >> 32) + 1) << 32;
         (void)atomic_compare_exchange_strong(who, &word, fresh);
+        EFD_POINT("wake: reset");
     }
 }
 
@@ -116,12 +128,16 @@ fx_try_write_limit(efd_impl *impl, uint64_t value, uint64_t limit)
     int err = efd_count_try_write_limit(impl, value, limit);
     if (err || value == 0)
         return err;
+    EFD_POINT("fx_write: added");
     /* After the count (sequentially consistent): a sleeper that counted
      * itself before our add is seen here; one that counts itself after it
      * sees the units. */
-    if (sleeping(w = atomic_load(&c->watchers)) > 0)
+    w = atomic_load(&c->watchers);
+    EFD_POINT("fx_write: watchers read");
+    if (sleeping(w) > 0)
         wake(c, &c->watchers, w, INT_MAX);
-    else if (sleeping(w = atomic_load(&c->sleepers)) > 0)
+    else if (sleeping(w = atomic_load(&c->sleepers)) > 0
+             && (EFD_POINT("fx_write: sleepers read"), 1))
         wake(c, &c->sleepers, w, !impl->semaphore ? 1
              : value < INT_MAX ? (int)value : INT_MAX);
     return 0;
@@ -144,7 +160,9 @@ fx_waitspec(efd_impl *impl, int for_write, efd_waitspec *ws)
 static uint32_t
 fx_ticket(efd_impl *impl)
 {
-    return atomic_load(&impl->cnt->seq);
+    uint32_t t = atomic_load(&impl->cnt->seq);
+    EFD_POINT("ticket");
+    return t;
 }
 
 static int
@@ -170,11 +188,13 @@ fx_block(efd_impl *impl, int kind, uint32_t ticket, int ms)
             sleep_leave(who, epoch);
             return 0;
         }
+        EFD_POINT("block: count 0");
     }
     ts.tv_sec = ms / 1000;
     ts.tv_nsec = (long)(ms % 1000) * 1000000L;
     if (futex(&c->seq, FUTEX_WAIT, ticket, &ts) < 0 && errno != EAGAIN)
         err = errno;
+    EFD_POINT("block: back");
     if (who != NULL)
         sleep_leave(who, epoch);
     return err;

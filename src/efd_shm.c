@@ -40,6 +40,7 @@
  */
 #define _GNU_SOURCE 1
 #include "efd.h"
+#include "efd_explore.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -298,16 +299,23 @@ sync_locked(efd_impl *impl, int owner_died)
     int want;
     if (owner_died) {
         efd_chan_drain(impl->fd);
+        EFD_POINT("sync: drained");
         c->token = 0;
+        EFD_POINT("sync: token=0 (died)");
     }
     want = atomic_load(&c->count) > 0;
+    EFD_POINT("sync: count read");
     if (want && !c->token) {
         efd_chan_put(impl->fd, impl->wfd);
+        EFD_POINT("sync: put");
         c->token = 1;
+        EFD_POINT("sync: token=1");
     }
     else if (!want && c->token) {
         efd_chan_take(impl->fd, impl->wfd);
+        EFD_POINT("sync: take");
         c->token = 0;
+        EFD_POINT("sync: token=0");
     }
 }
 
@@ -319,8 +327,10 @@ sync_token(efd_impl *impl)
 {
     struct efd_count *c = impl->cnt;
     atomic_store(&c->dirty, 1);
+    EFD_POINT("sync_token: dirty=1");
     for (;;) {
         int r = pthread_mutex_trylock(&c->lock), died = 0;
+        EFD_POINT("sync_token: trylock");
 #ifdef EFD_ROBUST
         if (r == EOWNERDEAD) {
             died = 1;
@@ -330,14 +340,18 @@ sync_token(efd_impl *impl)
         if (r != 0)
             return EBUSY;
         atomic_store(&c->locked, 1);
+        EFD_POINT("sync_token: locked=1");
         atomic_store(&c->dirty, 0);
+        EFD_POINT("sync_token: dirty=0");
         sync_locked(impl, died);
 #ifdef EFD_ROBUST
         if (died)
             pthread_mutex_consistent(&c->lock);
 #endif
         atomic_store(&c->locked, 0);
+        EFD_POINT("sync_token: locked=0");
         pthread_mutex_unlock(&c->lock);
+        EFD_POINT("sync_token: unlocked");
         if (!atomic_load(&c->dirty))
             return 0;
     }
@@ -355,9 +369,12 @@ after_change(efd_impl *impl, uint64_t now)
     struct efd_count *c = impl->cnt;
     /* Sequentially consistent loads: they must not be ordered before the
      * count change that precedes them (the protocol relies on it). */
-    if (atomic_load(&c->armed)
-            && ((now > 0) != (atomic_load(&c->token) != 0)
-                || atomic_load(&c->locked)))
+    uint32_t token;
+    if (!atomic_load(&c->armed))
+        return;
+    token = atomic_load(&c->token);
+    EFD_POINT("after_change: token read");
+    if ((now > 0) != (token != 0) || atomic_load(&c->locked))
         (void)sync_token(impl);
 }
 
@@ -366,6 +383,7 @@ efd_count_try_read(efd_impl *impl, uint64_t *value)
 {
     _Atomic uint64_t *count = &impl->cnt->count;
     uint64_t c = atomic_load(count), take;
+    EFD_POINT("try_read: count read");
     do {
         if (c == 0) {
             /* Nothing to take.  If the channel still holds a token (its
@@ -376,6 +394,7 @@ efd_count_try_read(efd_impl *impl, uint64_t *value)
         }
         take = impl->semaphore ? 1 : c;
     } while (!atomic_compare_exchange_weak(count, &c, c - take));
+    EFD_POINT("try_read: taken");
     after_change(impl, c - take);
     *value = take;
     return 0;
@@ -389,10 +408,12 @@ efd_count_try_write_limit(efd_impl *impl, uint64_t value, uint64_t limit)
     if (value == 0)
         return 0;
     c = atomic_load(count);
+    EFD_POINT("try_write: count read");
     do {
         if (value > limit || c > limit - value)
             return EAGAIN;
     } while (!atomic_compare_exchange_weak(count, &c, c + value));
+    EFD_POINT("try_write: added");
     after_change(impl, c + value);
     return 0;
 }

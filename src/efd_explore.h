@@ -1,0 +1,28 @@
+/*
+ * efd_explore.h -- named preemption points for the interleaving explorer.
+ *
+ * The shared-memory protocols (efd_shm.c, efd_futex.c) mark each step that
+ * another thread or process could see -- every load, store and CAS of the
+ * shared page that the argument depends on, and each side of a system call
+ * -- with EFD_POINT("name").  A release build compiles the points to
+ * nothing.  The test-only build (-DEFD_EXPLORE, see tests/explore/) turns
+ * each into a call to the explorer, which decides there which actor runs
+ * next (or that this one dies), and routes futex() through the explorer's
+ * model of it, so that every schedule of a few actors can be run in turn.
+ */
+#ifndef EFD_EXPLORE_H
+#define EFD_EXPLORE_H
+
+#ifdef EFD_EXPLORE
+#  include <stdint.h>
+#  include <stdatomic.h>
+#  include <time.h>
+void efd_explore_point(const char *name);
+long efd_explore_futex(_Atomic uint32_t *word, int op, uint32_t val,
+                       const struct timespec *timeout);
+#  define EFD_POINT(name) efd_explore_point(name)
+#else
+#  define EFD_POINT(name) ((void)0)
+#endif
+
+#endif /* EFD_EXPLORE_H */
