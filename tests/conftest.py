@@ -30,6 +30,33 @@ BACKENDS = ("eventfd", "eventfd-readback", "pipe", "futex")
 KERNEL_BACKENDS = ("eventfd", "eventfd-readback")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+#: The full-run switch: ``pytest --full`` (or ``EFD_FULL=1`` in the
+#: environment, which child processes inherit).  The default run is a
+#: contributor's inner loop: every behaviour, at a small size.  With the
+#: switch, the long campaigns (fault storms, many-waiter curves, the
+#: interleaving explorer's deeper bounds, external suites at full size) run
+#: at full size; CI runs it.
+FULL = os.environ.get("EFD_FULL", "") not in ("", "0")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--full", action="store_true", default=False,
+                     help="run the long campaigns at full size (as CI does); "
+                          "same as EFD_FULL=1")
+
+
+def pytest_configure(config):
+    global FULL
+    if config.getoption("--full"):
+        FULL = True
+        os.environ["EFD_FULL"] = "1"     # children see it too
+
+
+def full_or(small, full):
+    """`full` under the full-run switch, else `small` (rounds, sizes)."""
+    return full if FULL else small
+
+
 #: Time limit for anything a test waits on that should finish "at once".
 #: Generous: the machine is small and shared.
 PROMPT = 5.0
