@@ -49,17 +49,24 @@ struct efd_count {
     _Atomic uint64_t count;
     _Atomic uint32_t armed;         /* readiness is kept in step */
     _Atomic uint32_t dirty;         /* readiness may lag: sync it */
-    _Atomic uint32_t token;         /* the channel holds the token (changed
-                                     * only under `lock`) */
-    _Atomic uint32_t locked;        /* someone holds `lock` -- or died in it */
-    /* futex backend */
-    _Atomic uint32_t seq;           /* the futex word */
-    /* Readers / readiness waiters in FUTEX_WAIT: an epoch in the high
-     * half, a count in the low half (see efd_futex.c). */
+    /* EFD_SYNC_TOKEN: the channel holds the token; EFD_SYNC_LOCKED: someone
+     * holds `lock` -- or died in it.  One word, written only by the
+     * holder of `lock`, so that one load sees both together (efd_shm.c). */
+    _Atomic uint32_t sync;
+    /* futex backend: the futex words.  Readers (acquire) wait on `seq`;
+     * watchers (Event.wait, readiness) and blocked writers on `wseq`, so
+     * that a release's FUTEX_WAKE(n) for readers reaches readers only. */
+    _Atomic uint32_t seq;
+    _Atomic uint32_t wseq;
+    /* Readers / watchers in FUTEX_WAIT: an epoch, a version and a count
+     * packed in one word (see efd_futex.c). */
     _Atomic uint64_t sleepers;
     _Atomic uint64_t watchers;
-    pthread_mutex_t lock;           /* process-shared, robust; guards token */
+    pthread_mutex_t lock;           /* process-shared, robust; guards the
+                                     * channel and EFD_SYNC_TOKEN */
 };
+#define EFD_SYNC_TOKEN 1u
+#define EFD_SYNC_LOCKED 2u
 
 /* What one EventFD holds, whatever the backend. */
 typedef struct efd_impl {
@@ -136,9 +143,10 @@ typedef struct efd_backend {
      * at the count and its own stop conditions; block() sleeps until the
      * count may have changed, interrupt() was called, or ms ran out (-1:
      * no limit), and returns 0, ETIMEDOUT if ms ran out first, or an
-     * errno (EINTR).  A ticket taken before
+     * errno (EINTR).  ticket() and block() take the same kind
+     * (EFD_BLOCK_READ, _READY or _WRITE).  A ticket taken before
      * a change guarantees block() does not sleep through it. */
-    uint32_t (*ticket)(efd_impl *impl);
+    uint32_t (*ticket)(efd_impl *impl, int kind);
     int (*block)(efd_impl *impl, int kind, uint32_t ticket, int ms);
     /* all != 0: wake every sleeper (close(), Event.set()); all == 0: a
      * sleeper leaves without taking anything -- pass a wake-up it may have

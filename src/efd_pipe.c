@@ -20,7 +20,7 @@
 #include <errno.h>
 #include <sys/stat.h>
 
-#define EFD_PIPE_MAGIC 0x65667003u      /* "ef", pipe, layout 3 (efd_shm.c) */
+#define EFD_PIPE_MAGIC 0x65667004u      /* "ef", pipe, layout 4 (efd.h) */
 
 static int
 pipe_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec)

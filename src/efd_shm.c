@@ -20,19 +20,24 @@
  * at `dirty` again, since someone may have crossed meanwhile.  If the lock
  * is busy it leaves the work to the holder, which will see `dirty` when it
  * unlocks.  Nobody ever waits for the lock, so a process stopped or killed
- * while holding it blocks nobody.
+ * while holding it blocks nobody.  The protocol is argued step by step
+ * above sync_token() below, and checked schedule by schedule by the
+ * interleaving explorer (tests/explore/).
  *
- * What can lag, and for how long.  Readiness is in step with the count
- * except (a) for the instant between a crossing and its sync, (b) after a
- * process is killed between a crossing and its sync, and (c) after one is
- * killed or stopped while it holds the lock.  The lock is a process-shared
- * robust mutex: after (c) the next process to take it is told that the
- * owner died (EOWNERDEAD), drains the channel and re-derives the token.
- * For (b) and a stopped holder, the token is repaired by the next crossing
- * or by a waiter: efd's own waiters on the channel look at the count at
- * least every EFD_RECHECK_MS, and one that finds the channel readable but
- * the count zero syncs (repair).  A missing token therefore costs a waiter
- * at most that interval, and a stale one costs nothing but a repair.
+ * What can lag, and for how long.  While every process lives, readiness is
+ * in step with the count except for the instant between a crossing and its
+ * sync.  After a process is killed between a crossing and its sync, or
+ * killed or stopped while it holds the lock, readiness stays out of step
+ * until the next operation on the object in any process: a change, or a
+ * read that finds the count at zero, looks at the token and syncs; the
+ * lock is a process-shared robust mutex, so after a death inside it the
+ * next process to take it is told that the owner died (EOWNERDEAD), drains
+ * the channel and re-derives the token.  efd's own waiters on the channel
+ * look at the count themselves at least every EFD_RECHECK_MS, and one that
+ * finds the channel readable but the count zero repairs it: a missing
+ * token costs them at most that interval, and a stale one nothing but a
+ * repair.  A select() of somebody else's on fileno() has no such re-check:
+ * if nobody operates on the object after such a death, it waits.
  *
  * Channels.  A channel is an eventfd (rfd == wfd) where allowed and
  * possible, else a non-blocking pipe; it also serves as each waiting
@@ -290,46 +295,99 @@ efd_chan_drain(int rfd)
 
 /* ---- the count --------------------------------------------------------- */
 
-/* Under the lock: the channel holds a token iff the count is above zero.
- * After a death inside the lock the token's state is unknown: drain. */
-static void
-sync_locked(efd_impl *impl, int owner_died)
+/* The protocol that keeps readiness in step with the count, step by step.
+ *
+ * Shared state: `count` (changed only by CAS, never under the lock);
+ * `sync`, one word holding TOKEN (the channel holds the token) and LOCKED
+ * (somebody is inside `lock`, or died there), written only by the holder
+ * of `lock`; `dirty` (somebody found readiness possibly out of step and
+ * could not take the lock); `armed`.  Every access is sequentially
+ * consistent, so all of them fall into one total order, written "<".
+ *
+ * The changer C of the count:
+ *   C1  CAS on count (the change; `now` is what it left)
+ *   C2  s = load(sync)                       (after_change)
+ *   C3  if s has LOCKED, or TOKEN disagrees with now > 0: sync_token
+ * The syncer Y (sync_token; C3, repair, arm):
+ *   Y1  store dirty = 1; fence
+ *   Y2  trylock(lock): busy -> return (the holder will see Y1, below)
+ *   Y3  store sync = TOKEN-as-is | LOCKED
+ *   Y4  store dirty = 0
+ *   Y5  load count; put or take the token to match; store sync = TOKEN' |
+ *       LOCKED  (after EOWNERDEAD: drain the channel first, TOKEN = 0)
+ *   Y6  store sync = TOKEN' (LOCKED clear); unlock; fence
+ *   Y7  load dirty: 1 -> back to Y2
+ *
+ * Claim: once every process has finished its operations (and none died
+ * between C1 and C3 or inside Y2..Y6), the channel holds a token iff
+ * count > 0.  Take the last C1 in the total order (the final count F):
+ *   (a) C2 saw neither LOCKED nor a disagreement: TOKEN, at C2, matched F.
+ *       No holder was inside, so every holder before C2 stored TOKEN at
+ *       Y5/Y6 before C2; every holder after C2 sets LOCKED (Y3) after C2
+ *       and loads count (Y5) after that, hence after C1: it sees F and
+ *       stores the matching TOKEN.  Either way TOKEN ends matching F.
+ *   (b) C2 saw a disagreement, unlocked: C syncs (Y1..): if its Y2
+ *       succeeds, its Y5 comes after C1 and sees F.  If Y2 fails, a holder
+ *       H is inside; see (c).
+ *   (c) C's Y1 (dirty = 1) against the holder H: if Y1 < H's Y4, then H's
+ *       Y5 loads count after C1 (C1 < C2 < Y1 < Y4 < Y5) and sees F.  If
+ *       H's Y4 < Y1, then Y1 is followed by a fence and C's trylock, and
+ *       H's unlock by a fence and H's Y7: of two such store-fence-load
+ *       pairs at least one load sees the other's store, so either H sees
+ *       dirty = 1 and syncs again (after C1: sees F), or C's Y2 sees the
+ *       lock free -- then C or whoever holds it next syncs after C1.
+ * The old code read TOKEN and LOCKED in two loads: between them a holder
+ * could store TOKEN and unlock, so that C saw an old TOKEN that matched
+ * and no LOCKED, and nobody synced (issue 17, row 2).  One word, one load.
+ *
+ * Deaths.  A death between C1 and C3 leaves readiness out of step until
+ * the next operation in any process (its C2 sees the disagreement; a read
+ * that finds the count zero runs C2 too): efd's own waiters re-check the
+ * count themselves at least every EFD_RECHECK_MS, but a select() of
+ * somebody else's on fileno() has nobody to repair it for it (see
+ * docs/backends.rst).  A death inside the lock leaves LOCKED set: every
+ * later C3 then syncs, and its trylock gets EOWNERDEAD (robust mutex),
+ * drains the channel and re-derives the token. */
+
+/* Y5: under the lock, make the channel hold a token iff count > 0.  After
+ * a death inside the lock the channel's state is unknown: drain it. */
+static uint32_t
+sync_locked(efd_impl *impl, uint32_t token, int owner_died)
 {
     struct efd_count *c = impl->cnt;
-    int want;
+    uint32_t want;
     if (owner_died) {
         efd_chan_drain(impl->fd);
         EFD_POINT("sync: drained");
-        c->token = 0;
-        EFD_POINT("sync: token=0 (died)");
+        token = 0;
     }
-    want = atomic_load(&c->count) > 0;
+    want = atomic_load(&c->count) > 0 ? EFD_SYNC_TOKEN : 0;
     EFD_POINT("sync: count read");
-    if (want && !c->token) {
+    if (want && !token)
         efd_chan_put(impl->fd, impl->wfd);
-        EFD_POINT("sync: put");
-        c->token = 1;
-        EFD_POINT("sync: token=1");
-    }
-    else if (!want && c->token) {
+    else if (!want && token)
         efd_chan_take(impl->fd, impl->wfd);
-        EFD_POINT("sync: take");
-        c->token = 0;
-        EFD_POINT("sync: token=0");
-    }
+    else
+        return token;
+    EFD_POINT(want ? "sync: put" : "sync: take");
+    atomic_store(&c->sync, want | EFD_SYNC_LOCKED);
+    EFD_POINT("sync: token stored");
+    return want;
 }
 
-/* Bring readiness in step with the count, never waiting for the lock:
- * 0, or EBUSY if the lock was held (its holder looks at `dirty` after
- * unlocking). */
+/* Y1..Y7: bring readiness in step with the count, never waiting for the
+ * lock: 0, or EBUSY if the lock was held (its holder looks at `dirty`
+ * after unlocking). */
 static int
 sync_token(efd_impl *impl)
 {
     struct efd_count *c = impl->cnt;
-    atomic_store(&c->dirty, 1);
+    atomic_store(&c->dirty, 1);                                 /* Y1 */
+    atomic_thread_fence(memory_order_seq_cst);
     EFD_POINT("sync_token: dirty=1");
     for (;;) {
-        int r = pthread_mutex_trylock(&c->lock), died = 0;
+        int r = pthread_mutex_trylock(&c->lock), died = 0;      /* Y2 */
+        uint32_t token;
         EFD_POINT("sync_token: trylock");
 #ifdef EFD_ROBUST
         if (r == EOWNERDEAD) {
@@ -339,43 +397,42 @@ sync_token(efd_impl *impl)
 #endif
         if (r != 0)
             return EBUSY;
-        atomic_store(&c->locked, 1);
-        EFD_POINT("sync_token: locked=1");
-        atomic_store(&c->dirty, 0);
+        token = atomic_load(&c->sync) & EFD_SYNC_TOKEN;
+        atomic_store(&c->sync, token | EFD_SYNC_LOCKED);        /* Y3 */
+        EFD_POINT("sync_token: locked");
+        atomic_store(&c->dirty, 0);                             /* Y4 */
         EFD_POINT("sync_token: dirty=0");
-        sync_locked(impl, died);
+        token = sync_locked(impl, token, died);                 /* Y5 */
 #ifdef EFD_ROBUST
         if (died)
             pthread_mutex_consistent(&c->lock);
 #endif
-        atomic_store(&c->locked, 0);
-        EFD_POINT("sync_token: locked=0");
+        atomic_store(&c->sync, token);                          /* Y6 */
+        EFD_POINT("sync_token: unlocking");
         pthread_mutex_unlock(&c->lock);
+        atomic_thread_fence(memory_order_seq_cst);
         EFD_POINT("sync_token: unlocked");
-        if (!atomic_load(&c->dirty))
+        if (!atomic_load(&c->dirty))                            /* Y7 */
             return 0;
     }
 }
 
-/* After a change that left the count at `now`: sync readiness if it
- * disagrees -- which a crossing of zero makes so, and which a process that
- * died before its sync leaves so -- or if the lock looks held, which may
- * mean that its holder died in it (the token flag is then not to be
- * trusted; trying the lock tells, and repairs).  So whoever comes next
- * notices a death. */
+/* C2, C3: after a change that left the count at `now`, sync readiness if
+ * it disagrees (a crossing of zero makes it so, and so does a process that
+ * died before its sync) or if someone is inside the lock (who may have
+ * looked at the count before our change, or died there: trying the lock
+ * tells, and repairs).  So whoever comes next notices a death. */
 static inline void
 after_change(efd_impl *impl, uint64_t now)
 {
     struct efd_count *c = impl->cnt;
-    /* Sequentially consistent loads: they must not be ordered before the
-     * count change that precedes them (the protocol relies on it). */
-    uint32_t token;
+    uint32_t s;
     if (!atomic_load(&c->armed))
         return;
-    token = atomic_load(&c->token);
-    EFD_POINT("after_change: token read");
-    if ((now > 0) != (token != 0) || atomic_load(&c->locked))
-        (void)sync_token(impl);
+    s = atomic_load(&c->sync);                                  /* C2 */
+    EFD_POINT("after_change: sync read");
+    if ((s & EFD_SYNC_LOCKED) || (now > 0) != ((s & EFD_SYNC_TOKEN) != 0))
+        (void)sync_token(impl);                                 /* C3 */
 }
 
 int
@@ -499,7 +556,7 @@ efd_count_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec,
     c->semaphore = (uint32_t)semaphore;
     if (armed && initval > 0) {
         efd_chan_put(impl->fd, impl->wfd);
-        c->token = 1;
+        atomic_store(&c->sync, EFD_SYNC_TOKEN);
     }
     atomic_store(&c->armed, (uint32_t)armed);
     c->magic = magic;

@@ -349,6 +349,14 @@ fd_closed(int fd)
     return fd >= 0 && fcntl(fd, F_GETFD) < 0 && errno == EBADF;
 }
 
+/* What a block() backend's sleeper waits for, for op. */
+static int
+block_kind(int op)
+{
+    return op == EFD_OP_READY ? EFD_BLOCK_READY
+         : op == EFD_OP_READ ? EFD_BLOCK_READ : EFD_BLOCK_WRITE;
+}
+
 /* One sleep: in the backend's block(), in the herd, or in poll() on the
  * readiness fd (pfd[0]) and the waiter's wake channel (pfd[1]).  Returns
  * > 0 woken by an event, 0 the time ran out, -1 with *err (EINTR...). */
@@ -396,9 +404,7 @@ sleep_once(eventfd_object *self, efd_waiter *w, int op, struct pollfd *pfd,
         return n;
     }
     if (w->kind == EFD_WAITER_BLOCK) {
-        int kind = op == EFD_OP_READY ? EFD_BLOCK_READY
-                 : op == EFD_OP_READ ? EFD_BLOCK_READ : EFD_BLOCK_WRITE;
-        *err = impl->ops->block(impl, kind, ticket, ms);
+        *err = impl->ops->block(impl, block_kind(op), ticket, ms);
         if (*err == ETIMEDOUT) {
             *err = 0;
             if (!fd_closed(pfd[0].fd))
@@ -514,7 +520,8 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
                     && (pfd[0].revents & POLLIN))
                 rearm = 1;              /* the one-shot event came to us */
             if (impl->ops->ticket != NULL)
-                ticket = impl->ops->ticket(impl);  /* before every look */
+                ticket = impl->ops->ticket(impl, block_kind(op));
+                                        /* before every look */
             closed = LOAD(&self->closed);
             if (n >= 0 && !closed) {
                 err = attempt(impl, op, value);
