@@ -173,9 +173,23 @@ class EventFD(_CEventFD):
 
     @staticmethod
     def _rebuild(dupfds, backend, semaphore, nonblocking):
-        # Unpickling in the child: adopt the duplicated descriptors.
-        fds = tuple(d.detach() for d in dupfds)
-        return EventFD._from_fds(fds, backend, semaphore, nonblocking)
+        # Unpickling in the child: adopt the duplicated descriptors.  They
+        # are ours until _from_fds succeeds (on failure it closes nothing),
+        # so close them if it fails, or if a later one cannot be detached.
+        fds = []
+        try:
+            for d in dupfds:
+                fds.append(d.detach())
+            return EventFD._from_fds(tuple(fds), backend, semaphore,
+                                     nonblocking)
+        except BaseException:
+            import os
+            for fd in fds:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            raise
 
 
 # The drop-ins are built on EventFD, so they come last.

@@ -162,9 +162,32 @@ eventfd_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     return (PyObject *)self;
 }
 
+/* A backend's adopt() said EINVAL: the descriptors are open but not what
+ * the backend is made of (wrong kind or number).  A ValueError naming them
+ * and the backend, not OSError(EINVAL). */
+static PyObject *
+err_not_backend(const efd_backend *b, const int *fds, int nfds)
+{
+    char list[3 * 16 + 8];
+    size_t used = 0;
+    int i;
+    for (i = 0; i < nfds && used < sizeof(list); i++)
+        used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%d",
+                                 i ? ", " : "", fds[i]);
+    if (nfds == 1)
+        PyErr_Format(PyExc_ValueError,
+                     "fd %s is not what a '%s' backend is made of (wrong "
+                     "kind or number of descriptors)", list, b->name);
+    else
+        PyErr_Format(PyExc_ValueError,
+                     "fds (%s) are not what a '%s' backend is made of (wrong "
+                     "kind or number of descriptors)", list, b->name);
+    return NULL;
+}
+
 /* Adopt descriptors with a known backend: the common end of from_fd() and
  * of unpickling in a multiprocessing child.  On success the object owns the
- * descriptors; on failure the caller still does. */
+ * descriptors; on failure the caller still does (and nothing was closed). */
 static PyObject *
 adopt(PyTypeObject *type, efd_state *st, const efd_backend *b, const int *fds,
       int nfds, int semaphore, int nonblocking)
@@ -179,6 +202,8 @@ adopt(PyTypeObject *type, efd_state *st, const efd_backend *b, const int *fds,
     if (err) {
         self->impl.fd = self->impl.wfd = self->impl.shmfd = -1;
         Py_DECREF(self);
+        if (err == EINVAL)
+            return err_not_backend(b, fds, nfds);
         return efd_err_errno(err);
     }
     self->impl.ops = b;

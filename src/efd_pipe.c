@@ -34,11 +34,18 @@ static int
 pipe_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore)
 {
     struct stat st;
+    int i;
     if (nfds != 3)
         return EINVAL;
-    if (fstat(fds[1], &st) < 0 || !S_ISFIFO(st.st_mode)
-            || fstat(fds[2], &st) < 0 || !S_ISFIFO(st.st_mode))
-        return errno ? errno : EINVAL;
+    /* The channel is a pipe's two ends.  A closed descriptor is fstat's own
+     * error (EBADF); one that is open but no FIFO is EINVAL, never errno,
+     * which a successful fstat() leaves as whatever it was before. */
+    for (i = 1; i < 3; i++) {
+        if (fstat(fds[i], &st) < 0)
+            return errno;
+        if (!S_ISFIFO(st.st_mode))
+            return EINVAL;
+    }
     return efd_count_adopt(impl, fds, nfds, semaphore, EFD_PIPE_MAGIC);
 }
 

@@ -190,7 +190,8 @@ sem_release(sync_object *self, PyObject *const *args, Py_ssize_t nargs,
                          impl->ops->name);
             return NULL;
         }
-        if (now + n > self->bound)
+        /* n <= bound here, so bound - n cannot wrap (now + n could). */
+        if (now > self->bound - n)
             goto too_many;
         err = impl->ops->try_write(impl, n);
     }

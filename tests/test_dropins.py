@@ -719,6 +719,26 @@ def test_bounded_semaphore_refuses_to_pass_its_bound(make_sem):
         zero.release()
 
 
+@pytest.mark.parametrize("n", [2**64 - 2, 2**64 - 3, 4])
+def test_bounded_semaphore_huge_bound_release_does_not_wrap(make_sem, n):
+    # Near the top of the range, count + n passes 2**64: the bound check
+    # must not wrap around (issue 17 row 6).  Every backend answers as
+    # threading does, and the count is left as it was.
+    top = 2**64 - 2
+    sem = make_sem(top, efd.BoundedSemaphore)
+    theirs = threading.BoundedSemaphore(top)
+    for _ in range(3):
+        assert sem.acquire(False) is True
+        assert theirs.acquire(False) is True
+    expected = outcome(theirs.release, n)
+    assert expected == (ValueError, "Semaphore released too many times")
+    assert outcome(sem.release, n) == expected
+    assert sem._ev._peek() == top - 3
+    sem.release(3)                       # exactly back to the bound
+    assert sem._ev._peek() == top
+    assert outcome(sem.release) == expected
+
+
 def test_bounded_semaphore_with_block_and_exit_check(make_sem):
     sem = make_sem(1, efd.BoundedSemaphore)
     with sem:

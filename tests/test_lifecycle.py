@@ -6,6 +6,8 @@ import errno
 import fcntl
 import gc
 import os
+import socket
+import tempfile
 import threading
 import time
 import warnings
@@ -185,6 +187,136 @@ def test_from_fd_negative_and_closed():
     with pytest.raises(OSError) as info:
         efd.EventFD.from_fd(r)
     assert info.value.errno == errno.EBADF
+
+
+# ---- _from_fds / _rebuild: descriptors that are not what the backend says ------
+
+def open_fds():
+    return set(os.listdir("/proc/self/fd"))
+
+
+def _stranger(what):
+    """(fd, cleanup) for an open descriptor that is not a pipe's end."""
+    if what == "file":
+        f = tempfile.TemporaryFile()
+        return f.fileno(), f.close
+    if what == "socket":
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        return s.fileno(), s.close
+    if not kernel_eventfd_available():
+        pytest.skip("needs a kernel eventfd")
+    fd = efd.eventfd(0)
+    return fd, lambda: os.close(fd)
+
+
+def _stale_errno():
+    # Leave errno at EAGAIN in C, as a failed non-blocking read does: a
+    # check that reports errno after a call that succeeded would say so.
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    try:
+        os.read(r, 1)
+    except BlockingIOError:
+        pass
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def _pipe_fds_with(slot, fd):
+    """Duplicates of a live pipe-backend object's (page, read end, write
+    end), with `slot` replaced by a duplicate of `fd`: ours to close."""
+    with efd.EventFD(1, backend="pipe") as ev:
+        fds = [os.dup(x) for x in ev._fds()]
+    os.close(fds[slot])
+    fds[slot] = os.dup(fd)
+    return tuple(fds)
+
+
+@pytest.mark.parametrize("slot", [1, 2], ids=["read-end", "write-end"])
+@pytest.mark.parametrize("what", ["file", "socket", "eventfd"])
+def test_from_fds_pipe_refuses_a_non_fifo_channel(what, slot):
+    # Issue 17 row 7: the pipe backend's channel must be a pipe.  Anything
+    # else is a ValueError that names the backend, not an OSError carrying
+    # whatever errno was left over; nothing is adopted, nothing closed.
+    fd, cleanup = _stranger(what)
+    try:
+        before = open_fds()
+        fds = _pipe_fds_with(slot, fd)
+        _stale_errno()
+        with pytest.raises(ValueError) as info:
+            efd.EventFD._from_fds(fds, "pipe", False, False)
+        assert "'pipe'" in str(info.value)
+        assert "not what" in str(info.value)
+        assert all(is_open(x) for x in fds)          # still the caller's
+        for x in fds:
+            os.close(x)
+        assert open_fds() == before
+    finally:
+        cleanup()
+
+
+def test_from_fds_pipe_closed_channel_is_ebadf():
+    # A closed descriptor keeps its own error (EBADF), as from_fd's does.
+    before = open_fds()
+    with efd.EventFD(backend="pipe") as ev:
+        page, rd = (os.dup(x) for x in ev._fds()[:2])
+    r, w = os.pipe()
+    os.close(r)
+    os.close(w)                          # r: a number nothing holds now
+    with pytest.raises(OSError) as info:
+        efd.EventFD._from_fds((page, rd, r), "pipe", False, False)
+    assert info.value.errno == errno.EBADF
+    assert is_open(page) and is_open(rd)
+    os.close(page)
+    os.close(rd)
+    assert open_fds() == before
+
+
+class _Dup:
+    """Stands in for multiprocessing's DupFd: detach() hands over an fd."""
+
+    def __init__(self, fd=None, error=None):
+        self.fd, self.error = fd, error
+
+    def detach(self):
+        if self.error is not None:
+            raise self.error
+        return self.fd
+
+
+@pytest.mark.parametrize("what", ["file", "socket", "eventfd"])
+def test_rebuild_that_fails_leaks_no_descriptor(what):
+    fd, cleanup = _stranger(what)
+    try:
+        before = open_fds()
+        fds = _pipe_fds_with(1, fd)
+        with pytest.raises(ValueError, match="'pipe'"):
+            efd.EventFD._rebuild([_Dup(x) for x in fds], "pipe", False, False)
+        assert not any(is_open(x) for x in fds)
+        assert open_fds() == before
+        # A descriptor that cannot be detached: the ones already detached
+        # are closed too.
+        with efd.EventFD(backend="pipe") as ev:
+            fds = [os.dup(x) for x in ev._fds()]
+        with pytest.raises(EOFError):
+            efd.EventFD._rebuild([_Dup(fds[0]), _Dup(fds[1]),
+                                  _Dup(error=EOFError())], "pipe", False, False)
+        assert not any(is_open(x) for x in fds[:2])
+        os.close(fds[2])
+        assert open_fds() == before
+    finally:
+        cleanup()
+
+
+def test_rebuild_that_succeeds_owns_the_descriptors():
+    with efd.EventFD(2, backend="pipe") as ev:
+        fds = [os.dup(x) for x in ev._fds()]
+        with efd.EventFD._rebuild([_Dup(x) for x in fds], "pipe", False,
+                                  False) as view:
+            assert view.read() == 2
+            assert all(is_open(x) for x in fds)
+    assert not any(is_open(x) for x in fds)
 
 
 # ---- backend selection ----------------------------------------------------------
