@@ -305,7 +305,20 @@ class Semaphore(_Base):
         _core_release(self._core)
 
     async def __aenter__(self) -> None:
-        await self.acquire()
+        # acquire()'s body, inlined: one coroutine less per block.
+        fam = _aio.family()
+        if fam.checkpoints:
+            await fam.checkpoint_if_cancelled()
+        ev = self._ev
+        if not (_aio._registry and _aio.queued(ev)):
+            if _try_acquire(self._core, False):
+                if fam.checkpoints:
+                    await fam.cancel_shielded_checkpoint()
+                return
+        elif ev.closed:
+            raise ValueError("I/O operation on closed %s"
+                             % type(self).__name__)
+        await _aio.wait(ev, None, True)
 
     async def __aexit__(self, exc_type: Optional[Type[BaseException]],
                         exc: Optional[BaseException],
