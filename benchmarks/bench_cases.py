@@ -21,6 +21,7 @@ import traceback
 import multiprocessing
 
 import efd
+import efd.aio  # noqa: F401  (efd.aio.Semaphore cases)
 
 from bench_harness import HANG_SECONDS, Case, Impl, Skip, fmt_time, now
 
@@ -891,6 +892,9 @@ def _handoff(kind, n_tasks, use_uvloop=False):
             elif kind == "Semaphore":
                 sem = efd.Semaphore(1)
                 acquire, release, close = sem.acquire_async, sem.release, sem.close
+            elif kind == "aio":
+                sem = efd.aio.Semaphore(1)
+                acquire, release, close = sem.acquire, sem.release, sem.close
             else:
                 ev = efd.EventFD(1, semaphore=True)
                 acquire, release, close = ev.acquire_async, ev.release, ev.close
@@ -919,6 +923,17 @@ def handoff_case(cfg):
         impls.append(Impl("efd acquire_async() on uvloop",
                           _handoff("efd", tasks, True), available=missing,
                           fixed_n=n))
+    no_aio = None if hasattr(efd, "aio") else "this efd has no efd.aio"
+    impls.append(Impl("efd.aio.Semaphore", _handoff("aio", tasks), fixed_n=n,
+                      available=no_aio,
+                      note="a release hands the unit to the loop's queued "
+                           "task in-process (no syscall); every %s-th goes "
+                           "through the shared count" % getattr(
+                               getattr(efd, "aio", None), "HANDOFF_RUN", "?")))
+    if uvloop is not None:
+        impls.append(Impl("efd.aio.Semaphore on uvloop",
+                          _handoff("aio", tasks, True), fixed_n=n,
+                          available=no_aio))
     impls.append(Impl("asyncio.Semaphore", _handoff("asyncio", tasks), fixed_n=n,
                       note=WHY_ASYNC + "; fair since 3.11.1"))
     try:
@@ -938,6 +953,48 @@ def handoff_case(cfg):
                 doc="Contended and fair: each task acquires, yields once with "
                     "the unit, and releases it to the longest waiter.  Time "
                     "per acquisition.")
+
+
+# ---- uncontended async with ---------------------------------------------------
+
+def _async_with(kind):
+    """``async with sem: pass`` n times in one task, nobody else waiting."""
+    def run(n):
+        async def main():
+            if kind == "asyncio":
+                sem = asyncio.Semaphore(1)
+                close = lambda: None                # noqa: E731
+            elif kind == "aio":
+                sem = efd.aio.Semaphore(1)
+                close = sem.close
+            else:
+                sem = efd.Semaphore(1)
+                close = sem.close
+            r = range(n)
+            t0 = now()
+            for _ in r:
+                async with sem:
+                    pass
+            secs = now() - t0
+            close()
+            return secs
+        return asyncio.run(main())
+    return run
+
+
+def async_with_case(cfg):
+    no_aio = None if hasattr(efd, "aio") else "this efd has no efd.aio"
+    impls = [
+        Impl("efd.aio.Semaphore", _async_with("aio"), available=no_aio,
+             note="futex backend: the C non-blocking acquire and release, "
+                  "plus the library check"),
+        Impl("efd.Semaphore async with", _async_with("Semaphore")),
+        Impl("asyncio.Semaphore", _async_with("asyncio"), note=WHY_ASYNC),
+    ]
+    return Case("async-with", "uncontended `async with sem: pass`, one task",
+                "block", impls, "asyncio.Semaphore",
+                doc="One task, a unit always there: what entering and leaving "
+                    "the block costs.")
 
 
 # ---- many producers, many consumers, across processes -------------------------
@@ -1483,6 +1540,7 @@ def all_cases(cfg):
         ("async-wakeup-process", lambda: wakeup_case(cfg, "process")),
         ("async-waiters", lambda: waiters_case(cfg)),
         ("async-handoff", lambda: handoff_case(cfg)),
+        ("async-with", lambda: async_with_case(cfg)),
         ("mpmc", lambda: mpmc_case(cfg)),
         ("event-is-set", lambda: event_case(cfg, "is_set")),
         ("event-set-clear", lambda: event_case(cfg, "set_clear")),

@@ -290,6 +290,13 @@ def checks(cases, syscalls):
     out.append(_syscall_check(
         syscalls, 12, "efd.Semaphore", "cross",
         "syscalls in %d efd.Semaphore release+acquire pairs (0 -> 1 -> 0)"))
+    out.append(_ratio_check(cases, 20, "async-handoff", "efd.aio.Semaphore",
+                            "asyncio.Semaphore", "<=", 1.0,
+                            "fair hand-off between tasks of one loop, "
+                            "efd.aio / asyncio"))
+    out.append(_ratio_check(cases, 20, "async-with", "efd.aio.Semaphore",
+                            "asyncio.Semaphore", "<=", 1.5,
+                            "uncontended async with, efd.aio / asyncio"))
     wc = cases.get("async-waiters")
     for alt in ("run_in_executor(multiprocessing.Semaphore.acquire)",
                 "run_in_executor(posix_ipc.Semaphore.acquire)",

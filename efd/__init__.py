@@ -33,6 +33,8 @@ __all__ = [
     "Semaphore",
     "BoundedSemaphore",
     "Event",
+    "WouldBlock",
+    "aio",
 ]
 
 __version__ = "0.2.0"
@@ -77,39 +79,69 @@ class EventFD(_CEventFD):
             RuntimeError: No supported async library runs the task.
         """
         seconds = None if timeout is None else _aio.check_timeout(timeout)
+        fam = _aio.family()
+        if fam.checkpoints:
+            await fam.checkpoint_if_cancelled()
         if not (_aio._registry and _aio.queued(self)):
             if self.acquire(False):
+                if fam.checkpoints:
+                    await fam.cancel_shielded_checkpoint()
                 return True
         elif self.closed:
             raise ValueError(_aio._CLOSED_MESSAGE)
         if seconds == 0:
+            if fam.checkpoints:
+                await fam.cancel_shielded_checkpoint()
             return False
         return await _aio.wait(self, seconds, True) is not None
 
-    async def read_async(self) -> int:
+    async def read_async(self, timeout: Optional[float] = None) -> int:
         """One read, as :meth:`read` does, waiting in the running event loop.
 
         Waits like :meth:`acquire_async` when there is nothing to read, or
         when earlier tasks of the same loop are queued, whatever
         :attr:`nonblocking` says.  If the task is cancelled after the read
         was made for it, the value goes to the next waiter or back to the
-        counter.
+        counter.  Under trio and anyio the call is always a checkpoint, as
+        :meth:`acquire_async` is.
+
+        Args:
+            timeout: Seconds to wait at most (monotonic, never less);
+                ``None`` or infinity waits without limit, ``0`` only tries.
 
         Returns:
             The value read: 1 in semaphore mode, the whole count otherwise.
 
         Raises:
+            TimeoutError: ``timeout`` ran out with nothing read (the
+                builtin :class:`TimeoutError`; a read never returns 0, so
+                there is no value to signal it with).
             ValueError: The object is closed, or is closed while the task
-                waits.
+                waits; or ``timeout`` is negative or NaN.
+            TypeError: ``timeout`` is not a number.
             NotImplementedError: The running loop cannot watch file
                 descriptors.
             RuntimeError: No supported async library runs the task.
         """
+        seconds = None if timeout is None else _aio.check_timeout(timeout)
+        fam = _aio.family()
+        if fam.checkpoints:
+            await fam.checkpoint_if_cancelled()
         if not (_aio._registry and _aio.queued(self)):
             value = self._try_read()
             if value is not None:
+                if fam.checkpoints:
+                    await fam.cancel_shielded_checkpoint()
                 return value
-        result: int = await _aio.wait(self, None, True)
+        elif self.closed:
+            raise ValueError(_aio._CLOSED_MESSAGE)
+        if seconds == 0:
+            if fam.checkpoints:
+                await fam.cancel_shielded_checkpoint()
+            raise TimeoutError("nothing to read")
+        result: Optional[int] = await _aio.wait(self, seconds, True)
+        if result is None:
+            raise TimeoutError("nothing to read within %g s" % timeout)
         return result
 
     def close(self) -> None:
@@ -193,7 +225,8 @@ class EventFD(_CEventFD):
 
 
 # The drop-ins are built on EventFD, so they come last.
-from ._sync import BoundedSemaphore, Event, Semaphore  # noqa: E402
+from ._sync import BoundedSemaphore, Event, Semaphore, WouldBlock  # noqa: E402
+from . import aio  # noqa: E402  (efd.aio: asyncio's names, shared)
 
 # Names needed only to build the module go; dir(efd) lists the public API,
 # the submodules and the module's dunders.

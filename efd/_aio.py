@@ -78,6 +78,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from . import EventFD
 
 __all__ = ["check_timeout", "begin_close", "end_close", "notify_watchers",
+           "family", "hand_off", "local_record", "loop_running",
+           "queued_anywhere", "waiting",
            "queued", "wait", "CLOSE_WAIT"]
 
 #: The live wait records, keyed by ``(EventFD, loop)`` for asyncio and
@@ -366,6 +368,11 @@ class _Waiters:
     def busy(self) -> bool:
         """Whether a newcomer must queue: consumers wait or were served."""
         return bool(self.consumers or self.served)
+
+    def count_waiting(self) -> int:
+        """Tasks of this loop waiting now (consumers and watchers)."""
+        return (sum(not fut.done() for fut in self.consumers)
+                + sum(not fut.done() for fut in self.watchers))
 
     def watch(self) -> None:
         """Register the reader callback unless it is registered.
@@ -694,6 +701,10 @@ class _TrioWaiters:
         """Whether a newcomer must queue: consumer tasks are inside."""
         return self.consumers > 0
 
+    def count_waiting(self) -> int:
+        """Tasks of this ``trio.run`` waiting now."""
+        return self.users
+
     async def _wait_readable(self) -> None:
         import trio
         if self.failed:
@@ -734,6 +745,15 @@ class _TrioWaiters:
                 async with self.lock:
                     await self._wait_readable()
                 return True
+            except trio.Cancelled:
+                # notify() cancels this scope; when an outer scope is
+                # cancelled too, trio lets the Cancelled through this one.
+                # A set() that came first keeps its wake-up (trio.Event's
+                # rule): return normally, and the outer scope's cancellation
+                # is delivered at the caller's next checkpoint.
+                if self.watchers.get(scope):
+                    return True
+                raise
             finally:
                 notified = self.watchers.pop(scope)
         return notified
@@ -818,6 +838,90 @@ def _record_for(ev: "EventFD") -> Any:
                            "trio or anyio) to wait in")
     raise RuntimeError("efd: cannot wait under %s: the async methods work "
                        "under asyncio, uvloop, trio and anyio" % library)
+
+
+def local_record(ev: "EventFD") -> Optional["_Waiters"]:
+    """The asyncio record of the running loop (in this thread) for ``ev``,
+    or None: under trio, outside any loop, or with nobody of this loop
+    waiting or served.
+
+    Args:
+        ev: The object.
+    """
+    if not _registry:
+        return None
+    loop = _get_running_loop()
+    if loop is None:
+        return None
+    record = _registry.get((ev, loop))
+    return record if isinstance(record, _Waiters) else None
+
+
+def hand_off(ev: "EventFD", check: Any = None) -> bool:
+    """Give one unit that the caller holds straight to the first task of
+    the running loop queued for ``ev`` (asyncio), without crossing the
+    descriptor.
+
+    Conservation: the unit was taken from the shared count by a task of
+    this process and is moved to another task of the same process; the
+    count is not touched, so no other process can see it, and nobody sees
+    it twice.  It is exactly a release and an acquire with nothing between
+    them.  A served task that is cancelled before it resumes passes the
+    unit on (:meth:`_Waiters.give_back`): to the next queued task, or back
+    to the count.
+
+    Args:
+        ev: The semaphore-mode object.
+        check: Called (it may raise) once a task to hand to is found,
+            before anything changes: the checks a release into the count
+            would make.
+
+    Returns:
+        True if a queued task of the running loop got the unit; False if
+        there is none (the caller releases into the count).
+    """
+    record = local_record(ev)
+    if record is None:
+        return False
+    queue = record.consumers
+    while queue and queue[0].done():     # timed out or cancelled meanwhile
+        queue.popleft()
+    if not queue:
+        return False
+    if check is not None:
+        check()
+    record.served += 1
+    queue.popleft().set_result(1)
+    return True
+
+
+def waiting(ev: "EventFD") -> int:
+    """How many tasks of this process (every loop, every ``trio.run``)
+    wait on ``ev`` now.
+
+    Args:
+        ev: The object.
+    """
+    if not _registry:
+        return 0
+    total = 0
+    for record in _records_of(ev):
+        total += record.count_waiting()
+    return total
+
+
+def queued_anywhere(ev: "EventFD") -> bool:
+    """Whether tasks of any loop of this process are queued for ``ev``'s
+    units (or were served and have not resumed).  A non-blocking taker
+    (``acquire_nowait()``, the threading drop-ins' ``acquire(False)``) then
+    refuses rather than take a unit meant for them.
+
+    Args:
+        ev: The object.
+    """
+    if not _registry:
+        return False
+    return any(record.busy() for record in _records_of(ev))
 
 
 def queued(ev: "EventFD") -> bool:
@@ -935,3 +1039,124 @@ def end_close(ev: "EventFD") -> None:
     """
     with _lock:
         _closing.discard(ev)
+
+
+# ---- Families: what efd needs from the library running a task -------------
+#
+# Each event-loop family answers two questions behind one small interface:
+# does every acquire/wait have to be a checkpoint (trio's and anyio's rule),
+# and how does it make one.  Plain asyncio and uvloop need none (asyncio's
+# own primitives return at once when they can); trio, and anyio on either
+# backend, get their own lowlevel checkpoints.  The one reach into a
+# library's internals is _anyio_runs_task() below.
+
+
+class _Family:
+    """asyncio and uvloop: no forced checkpoints."""
+
+    __slots__ = ()
+    name = "asyncio"
+    #: Whether every acquire/wait must be a checkpoint.
+    checkpoints = False
+
+    async def checkpoint_if_cancelled(self) -> None:
+        """Raise the library's cancellation if the task's scope is
+        cancelled; otherwise return (without yielding if possible)."""
+
+    async def cancel_shielded_checkpoint(self) -> None:
+        """Yield to the scheduler once, without raising a cancellation."""
+
+    async def checkpoint(self) -> None:
+        """Both: raise if cancelled, and yield."""
+
+
+class _Anyio(_Family):
+    """anyio running the task (on its asyncio backend; on trio the trio
+    family's checkpoints are anyio's): anyio's own lowlevel checkpoints."""
+
+    __slots__ = ()
+    name = "anyio"
+    checkpoints = True
+
+    async def checkpoint_if_cancelled(self) -> None:
+        import anyio.lowlevel
+        await anyio.lowlevel.checkpoint_if_cancelled()
+
+    async def cancel_shielded_checkpoint(self) -> None:
+        import anyio.lowlevel
+        await anyio.lowlevel.cancel_shielded_checkpoint()
+
+    async def checkpoint(self) -> None:
+        import anyio.lowlevel
+        await anyio.lowlevel.checkpoint()
+
+
+class _Trio(_Family):
+    """trio (and anyio on its trio backend)."""
+
+    __slots__ = ()
+    name = "trio"
+    checkpoints = True
+
+    async def checkpoint_if_cancelled(self) -> None:
+        import trio
+        await trio.lowlevel.checkpoint_if_cancelled()
+
+    async def cancel_shielded_checkpoint(self) -> None:
+        import trio
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    async def checkpoint(self) -> None:
+        import trio
+        await trio.lowlevel.checkpoint()
+
+
+ASYNCIO = _Family()
+ANYIO = _Anyio()
+TRIO = _Trio()
+
+
+def _anyio_runs_task() -> bool:
+    # Whether anyio (asyncio backend) runs the current asyncio task: anyio
+    # keeps a state record for each task it knows (its cancel scopes).  This
+    # is the one place efd reads a library's private attribute; if a future
+    # anyio drops it, every task is treated as anyio's once anyio is loaded
+    # (the safe side: a checkpoint too many, never one too few).
+    backend = sys.modules.get("anyio._backends._asyncio")
+    if backend is None:
+        return False
+    states = getattr(backend, "_task_states", None)
+    if states is None:           # pragma: no cover - another anyio layout
+        return True
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:         # pragma: no cover - no running loop
+        return False
+    return task is not None and task in states
+
+
+def family() -> _Family:
+    """The family of the library running the current task.
+
+    Outside any library (a coroutine stepped by hand) or under one efd
+    does not support, this is the asyncio family (no checkpoints): a unit
+    that is there is taken on the first step, and a wait raises
+    :class:`RuntimeError` when it needs a loop (:func:`wait`).
+    """
+    library = _library()
+    if library == "trio":
+        return TRIO
+    if library == "asyncio" and _anyio_runs_task():
+        return ANYIO
+    return ASYNCIO
+
+
+def loop_running() -> bool:
+    """Whether this thread runs an event loop (asyncio, uvloop, trio,
+    anyio) right now: a blocking call here would stall it."""
+    if _get_running_loop() is not None:
+        return True
+    try:
+        return _library() is not None
+    except Exception:            # pragma: no cover - a broken sniffio
+        return False

@@ -674,6 +674,8 @@ SPEC_NAMES = {
     "eventfd", "eventfd_read", "eventfd_write",
     "EFD_CLOEXEC", "EFD_NONBLOCK", "EFD_SEMAPHORE",
     "MAX",          # documented in docs/api.rst
+    "WouldBlock",   # SPEC 6: efd.aio's acquire_nowait() raises it
+    "aio",          # SPEC 6: the async drop-ins, a submodule
 }
 
 

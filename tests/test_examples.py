@@ -36,7 +36,7 @@ def run_example(name, backend, *args):
 
 def test_every_example_is_tested():
     tested = {"threads.py", "processes.py", "select_many.py",
-              "pool_bounded.py", "asyncio_wakeup.py"}
+              "pool_bounded.py", "asyncio_wakeup.py", "aio_limit.py"}
     present = {n for n in os.listdir(EXAMPLES) if n.endswith(".py")}
     assert present == tested
 
@@ -82,3 +82,12 @@ def test_asyncio_wakeup(backend):
     assert m, out
     assert int(m.group(1)) == 6          # five jobs and the final "done"
     assert int(m.group(2)) == 1          # the loop waited without threads
+
+
+def test_aio_limit(backend):
+    out = run_example("aio_limit.py", backend)
+    m = re.fullmatch(
+        r"18 tasks in 3 processes, at most (\d+) holding a connection "
+        r"\(limit 2\); units left: 2; exit codes \[0\]\n", out)
+    assert m, out
+    assert 1 <= int(m.group(1)) <= 2

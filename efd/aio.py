@@ -1,0 +1,508 @@
+"""asyncio's :class:`~asyncio.Semaphore`, :class:`~asyncio.BoundedSemaphore`,
+:class:`~asyncio.Lock` and :class:`~asyncio.Event`, shared by processes.
+
+``efd.aio.Semaphore(4)`` is used exactly as ``asyncio.Semaphore(4)`` is
+(``await sem.acquire()``, ``sem.release()``, ``async with sem:``,
+``sem.locked()``), but its count lives in an :class:`efd.EventFD` (on the
+``futex`` backend where it works, like the threading drop-ins), so every
+process that shares the object -- a fork child, a :mod:`multiprocessing`
+child -- shares the count.  The same objects work under asyncio, uvloop,
+trio and anyio (on either of its backends), and add what trio and anyio
+users reach for: :meth:`Semaphore.acquire_nowait` (raising
+:class:`efd.WouldBlock`), a :attr:`Semaphore.value` property and
+:meth:`Semaphore.statistics`.
+
+Behaviour, per library:
+
+* **asyncio, uvloop**: as asyncio's own classes.  An acquire that finds a
+  unit and nobody of its loop queued returns at once, without yielding;
+  otherwise the task queues, and the tasks of one loop are served strictly
+  in arrival order.  A release made in a task of the loop that has tasks
+  queued hands the unit straight to the first of them (see
+  :func:`efd._aio.hand_off`): no system call, and asyncio's timing.
+* **trio, anyio**: every :meth:`~Semaphore.acquire` and
+  :meth:`~Event.wait` is a checkpoint, as those libraries' own primitives
+  are: a cancelled scope always cancels it, before anything is taken, and a
+  task that got a unit without waiting still yields once (so the others
+  get their turn: FIFO fairness).  An :meth:`Event.wait` that was woken by
+  :meth:`~Event.set` returns normally even if its scope is cancelled right
+  after, as :class:`trio.Event`'s does.
+
+Cancellation never loses or duplicates a unit: a task cancelled after a
+unit was handed to it passes the unit to the next task of its loop, or back
+to the count.
+
+Across processes the units are one count; FIFO order holds among the tasks
+of one loop, not between processes.  In-process hand-offs are bounded
+(:data:`HANDOFF_RUN` in a row) so that waiters of other processes are not
+starved by a busy loop.
+"""
+import sys
+from typing import Any, NamedTuple, Optional, Tuple, Type, TypeVar
+from types import TracebackType
+
+from . import _aio, _efd
+from ._sync import BoundedSemaphore as _SyncBounded
+from ._sync import Event as _SyncEvent
+from ._sync import Semaphore as _SyncSemaphore
+from ._sync import WouldBlock
+
+__all__ = ["Semaphore", "BoundedSemaphore", "Lock", "Event", "WouldBlock",
+           "SemaphoreStatistics", "LockStatistics", "EventStatistics"]
+
+#: In-process hand-offs in a row, after which a release goes through the
+#: shared count even with tasks of the loop queued, so that a process whose
+#: tasks keep the semaphore busy cannot starve waiters of other processes.
+HANDOFF_RUN = 16
+
+_try_acquire = _efd.Semaphore.acquire
+_core_release = _efd.Semaphore.release
+_is_set = _efd.Event.is_set
+
+_T = TypeVar("_T")
+
+
+class SemaphoreStatistics(NamedTuple):
+    """What :meth:`Semaphore.statistics` returns (anyio's names)."""
+
+    #: Tasks of this process waiting in :meth:`Semaphore.acquire`.
+    tasks_waiting: int
+
+
+class LockStatistics(NamedTuple):
+    """What :meth:`Lock.statistics` returns (trio's and anyio's names)."""
+
+    #: Whether the lock is held (by any process).
+    locked: bool
+    #: Always None: the holder may be another process, and a task that
+    #: holds it is not recorded.
+    owner: None
+    #: Tasks of this process waiting in :meth:`Lock.acquire`.
+    tasks_waiting: int
+
+
+class EventStatistics(NamedTuple):
+    """What :meth:`Event.statistics` returns (trio's and anyio's names)."""
+
+    #: Tasks of this process waiting in :meth:`Event.wait`.
+    tasks_waiting: int
+
+
+def _rebuild(cls: Any, core: Any) -> Any:
+    # Unpickling in a multiprocessing child: the same class around the
+    # threading drop-in (whose own pickling moved the descriptors).
+    self = object.__new__(cls)
+    self._core = core
+    self._ev = core._ev
+    self._run = 0
+    return self
+
+
+class _Base:
+    __slots__ = ("_core", "_ev", "_run", "__weakref__")
+    _core: Any
+
+    def __reduce__(self) -> Tuple[Any, Tuple[Any, ...]]:
+        # For multiprocessing children (spawn, forkserver): the inner
+        # drop-in checks that a child is being spawned and moves the
+        # descriptors.
+        return (_rebuild, (type(self), self._core))
+
+    def _extra(self) -> str:
+        raise NotImplementedError  # pragma: no cover
+
+    def __repr__(self) -> str:
+        # asyncio's format: "<efd.aio.Lock object at 0x... [unlocked]>".
+        res = object.__repr__(self)
+        extra = "closed" if self._ev.closed else self._extra()
+        return "<%s [%s]>" % (res[1:-1], extra)
+
+    @property
+    def backend(self) -> str:
+        """The :class:`efd.EventFD` backend that holds the count."""
+        backend: str = self._ev.backend
+        return backend
+
+    def fileno(self) -> int:
+        """The descriptor to watch (do not read or write it): readable
+        while units remain (a semaphore) or the flag is set (an event).
+
+        Raises:
+            ValueError: The object is closed.
+        """
+        fd: int = self._ev.fileno()
+        return fd
+
+    def close(self) -> None:
+        """Close the descriptor(s); calling it again does nothing.  Tasks
+        waiting in this object wake with :class:`ValueError`; other
+        processes' copies stay usable."""
+        self._core.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` has been called."""
+        closed: bool = self._ev.closed
+        return closed
+
+    def __enter__(self) -> None:
+        raise TypeError("%r does not support 'with'; use 'async with'"
+                        % type(self).__name__)
+
+    def __exit__(self, *exc_info: object) -> None:  # pragma: no cover
+        pass
+
+
+class Semaphore(_Base):
+    """asyncio's :class:`~asyncio.Semaphore`, with the count shared by
+    processes.
+
+    ``await acquire()`` takes a unit (waiting for one, FIFO among the tasks
+    of this loop), :meth:`release` gives one back, ``async with sem:`` does
+    both.  See the module's description for the behaviour under each
+    library.
+
+    Args:
+        value: The initial count, ``0 .. 2**64 - 2``.
+        backend: Force an :class:`efd.EventFD` backend; ``None`` uses
+            ``$EFD_BACKEND`` if set, else ``futex`` where it works, else
+            the automatic choice.
+
+    Raises:
+        ValueError: ``value`` is negative or above ``2**64 - 2``.
+        OverflowError: ``value`` does not fit in 64 bits.
+        TypeError: ``value`` is not an integer.
+    """
+
+    __slots__ = ()
+    __module__ = "efd.aio"
+    _SYNC: Any = _SyncSemaphore
+
+    def __init__(self, value: int = 1, *,
+                 backend: Optional[str] = None) -> None:
+        self._core = self._SYNC(value, backend=backend)
+        self._ev = self._core._ev
+        self._run = 0
+
+    # -- state ------------------------------------------------------------
+
+    @property
+    def value(self) -> int:
+        """The count now, shared by every process (units handed straight
+        to a task of this process never show up in it).
+
+        Raises:
+            ValueError: The object is closed.
+        """
+        value = self._ev._peek()
+        if value is None:
+            if self._ev.closed:
+                raise ValueError("I/O operation on closed %s"
+                                 % type(self).__name__)
+            raise OSError("the count of this %r backend cannot be read here"
+                          % self._ev.backend)
+        result: int = value
+        return result
+
+    def locked(self) -> bool:
+        """True if an :meth:`acquire` would wait now: the count is zero, or
+        tasks of this process are queued for it (asyncio's rule)."""
+        ev = self._ev
+        if _aio._registry and _aio.queued_anywhere(ev):
+            return True
+        return not ev._peek()
+
+    def statistics(self) -> SemaphoreStatistics:
+        """What is knowable about the waiters: the tasks of *this* process
+        waiting (other processes' are not counted)."""
+        return SemaphoreStatistics(_aio.waiting(self._ev))
+
+    def _extra(self) -> str:
+        if self.locked():
+            extra = "locked"
+        else:
+            extra = "unlocked, value:%s" % self._ev._peek()
+        waiters = _aio.waiting(self._ev)
+        if waiters:
+            extra = "%s, waiters:%d" % (extra, waiters)
+        return extra
+
+    # -- taking -----------------------------------------------------------
+
+    def acquire_nowait(self) -> None:
+        """Take a unit if one is there and no task of this process is
+        queued for one; never waits.
+
+        Raises:
+            efd.WouldBlock: No unit, or tasks of this process are queued
+                (a newcomer never takes a unit meant for them).
+            ValueError: The object is closed.
+        """
+        if _aio._registry and _aio.queued_anywhere(self._ev):
+            if self._ev.closed:
+                raise ValueError("I/O operation on closed %s"
+                                 % type(self).__name__)
+            raise WouldBlock
+        if not _try_acquire(self._core, False):
+            raise WouldBlock
+
+    async def acquire(self) -> bool:
+        """Take a unit, waiting for one in the running loop.
+
+        Under asyncio and uvloop a unit that is there (with no task of this
+        loop queued) is taken without yielding; under trio and anyio the
+        call is always a checkpoint.  A task cancelled while it waits takes
+        nothing; one cancelled after a unit reached it passes the unit on.
+
+        Returns:
+            True.
+
+        Raises:
+            ValueError: The object is closed, or is closed while the task
+                waits.
+            RuntimeError: No supported async library runs the task.
+        """
+        fam = _aio.family()
+        if fam.checkpoints:
+            await fam.checkpoint_if_cancelled()
+        ev = self._ev
+        if not (_aio._registry and _aio.queued(ev)):
+            if _try_acquire(self._core, False):
+                if fam.checkpoints:
+                    await fam.cancel_shielded_checkpoint()
+                return True
+        elif ev.closed:
+            raise ValueError("I/O operation on closed %s"
+                             % type(self).__name__)
+        await _aio.wait(ev, None, True)
+        return True
+
+    # -- giving -----------------------------------------------------------
+
+    def _check_release(self) -> None:
+        # What a release must refuse before a hand-off (which does not go
+        # through the count's own checks).
+        if self._ev.closed:
+            raise ValueError("I/O operation on closed %s"
+                             % type(self).__name__)
+
+    def release(self) -> None:
+        """Give a unit back.
+
+        With tasks of the running loop queued (called from one of its
+        tasks or callbacks), the first of them gets the unit directly;
+        otherwise it goes to the shared count, waking a waiter of any
+        process.
+
+        Raises:
+            ValueError: The object is closed.
+        """
+        if _aio._registry and self._run < HANDOFF_RUN:
+            if _aio.hand_off(self._ev, self._check_release):
+                self._run += 1
+                return
+        self._run = 0
+        _core_release(self._core)
+
+    async def __aenter__(self) -> None:
+        # acquire()'s body, inlined: one coroutine less per block.
+        fam = _aio.family()
+        if fam.checkpoints:
+            await fam.checkpoint_if_cancelled()
+        ev = self._ev
+        if not (_aio._registry and _aio.queued(ev)):
+            if _try_acquire(self._core, False):
+                if fam.checkpoints:
+                    await fam.cancel_shielded_checkpoint()
+                return
+        elif ev.closed:
+            raise ValueError("I/O operation on closed %s"
+                             % type(self).__name__)
+        await _aio.wait(ev, None, True)
+
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]],
+                        exc: Optional[BaseException],
+                        tb: Optional[TracebackType]) -> None:
+        self.release()
+
+
+class BoundedSemaphore(Semaphore):
+    """asyncio's :class:`~asyncio.BoundedSemaphore`, shared by processes:
+    :meth:`release` raises :class:`ValueError` and changes nothing when the
+    count would pass the initial value (exact across processes on the
+    ``futex`` and ``pipe`` backends; see :class:`efd.BoundedSemaphore`).
+
+    The arguments are :class:`Semaphore`'s; ``value`` is also the bound.
+    """
+
+    __slots__ = ()
+    __module__ = "efd.aio"
+    _SYNC = _SyncBounded
+
+    def __init__(self, value: int = 1, *,
+                 backend: Optional[str] = None) -> None:
+        super().__init__(value, backend=backend)
+
+    def _check_release(self) -> None:
+        super()._check_release()
+        # A hand-off does not change the count; refuse what the count's
+        # own check would refuse.
+        if (self._ev._peek() or 0) + 1 > self._core._bound:
+            raise ValueError("BoundedSemaphore released too many times")
+
+    def release(self) -> None:
+        """Give a unit back; see :meth:`Semaphore.release`.
+
+        Raises:
+            ValueError: The count would pass the initial value
+                ("BoundedSemaphore released too many times"), or the
+                object is closed.
+        """
+        try:
+            super().release()
+        except ValueError as exc:
+            if "too many" in str(exc):
+                raise ValueError(
+                    "BoundedSemaphore released too many times") from None
+            raise
+
+
+class Lock(BoundedSemaphore):
+    """asyncio's :class:`~asyncio.Lock`, shared by processes: a bounded
+    semaphore of one unit.
+
+    Like asyncio's, it has no owner: any task (of any process) may release
+    it.
+
+    Args:
+        backend: Force an :class:`efd.EventFD` backend (see
+            :class:`Semaphore`).
+    """
+
+    __slots__ = ()
+    __module__ = "efd.aio"
+
+    def __init__(self, *, backend: Optional[str] = None) -> None:
+        super().__init__(1, backend=backend)
+
+    def locked(self) -> bool:
+        """True while the lock is held (by a task of any process), or
+        tasks of this process are queued for it."""
+        return super().locked()
+
+    def _extra(self) -> str:
+        extra = "locked" if self.locked() else "unlocked"
+        waiters = _aio.waiting(self._ev)
+        if waiters:
+            extra = "%s, waiters:%d" % (extra, waiters)
+        return extra
+
+    def statistics(self) -> LockStatistics:  # type: ignore[override]
+        """``locked``, ``owner`` (None: not knowable across processes) and
+        the tasks of this process waiting."""
+        return LockStatistics(self.locked(), None, _aio.waiting(self._ev))
+
+    def release(self) -> None:
+        """Release the lock; the first queued task of this loop (or a
+        waiter of any process) gets it.
+
+        Raises:
+            RuntimeError: The lock is not held ("Lock is not acquired.").
+            ValueError: The object is closed.
+        """
+        try:
+            super().release()
+        except ValueError as exc:
+            if "too many" in str(exc):
+                raise RuntimeError("Lock is not acquired.") from None
+            raise
+
+
+class Event(_Base):
+    """asyncio's :class:`~asyncio.Event`, set and cleared for every
+    process that shares it.
+
+    :meth:`set` wakes every task waiting in :meth:`wait`, in every process;
+    tasks of this process waiting at that moment return True even if
+    :meth:`clear` follows at once.
+
+    Args:
+        backend: Force an :class:`efd.EventFD` backend (see
+            :class:`Semaphore`).
+    """
+
+    __slots__ = ()
+    __module__ = "efd.aio"
+
+    def __init__(self, *, backend: Optional[str] = None) -> None:
+        self._core = _SyncEvent(backend=backend)
+        self._ev = self._core._ev
+        self._run = 0
+
+    @property
+    def value(self) -> int:
+        """1 while the flag is set, 0 while it is clear.
+
+        Raises:
+            ValueError: The object is closed.
+        """
+        return 1 if self.is_set() else 0
+
+    def is_set(self) -> bool:
+        """True while the flag is set."""
+        result: bool = _is_set(self._core)
+        return result
+
+    def set(self) -> None:
+        """Set the flag and wake every waiter, in every process.
+
+        Raises:
+            ValueError: The object is closed.
+        """
+        self._core.set()
+
+    def clear(self) -> None:
+        """Clear the flag; later :meth:`wait` calls wait again.
+
+        Raises:
+            ValueError: The object is closed.
+        """
+        self._core.clear()
+
+    def statistics(self) -> EventStatistics:
+        """The tasks of this process waiting (others are not counted)."""
+        return EventStatistics(_aio.waiting(self._ev))
+
+    def _extra(self) -> str:
+        extra = "set" if self.is_set() else "unset"
+        waiters = _aio.waiting(self._ev)
+        if waiters:
+            extra = "%s, waiters:%d" % (extra, waiters)
+        return extra
+
+    async def wait(self) -> bool:
+        """Wait until the flag is set.
+
+        Under asyncio and uvloop a set flag returns at once; under trio and
+        anyio the call is always a checkpoint.
+
+        Returns:
+            True.
+
+        Raises:
+            ValueError: The object is closed, or is closed while waiting.
+            RuntimeError: No supported async library runs the task.
+        """
+        fam = _aio.family()
+        if _is_set(self._core):
+            if fam.checkpoints:
+                await fam.checkpoint()
+            return True
+        if fam.checkpoints:
+            await fam.checkpoint_if_cancelled()
+        await _aio.wait(self._ev, None, False)
+        return True
+
+
+if sys.version_info < (3, 8):  # pragma: no cover
+    raise ImportError("efd.aio needs Python 3.8+")

@@ -1,0 +1,538 @@
+"""efd.aio: Semaphore, BoundedSemaphore, Lock and Event, behaviour beyond
+CPython's own tests (tests/test_aio_locks_port.py runs those).
+
+* trio's and anyio's promises for their Semaphore/Lock/Event (trio
+  ``_tests/test_sync.py``, anyio ``tests/test_synchronization.py``), written
+  from their documented semantics and run through anyio -- the thinnest
+  adapter that reaches asyncio, uvloop and trio alike: every acquire/wait is
+  a checkpoint (a cancelled scope cancels it, before anything is taken),
+  FIFO fairness ``[1, 2, 3]`` repeated, set-then-cancel keeps the wake-up,
+  no barging, statistics;
+* plain asyncio's fast path (no forced yield), acquire_nowait and
+  WouldBlock, the threading drop-ins' ``acquire(False)`` not barging ahead
+  of queued tasks, the RuntimeWarning of a blocking call in a running loop,
+  ``read_async(timeout=)``;
+* across processes: loops in several processes sharing one semaphore, with
+  cancellations, conserve every unit (fork and spawn).
+
+Every test takes the ``backend`` fixture: it runs on each backend.
+"""
+import asyncio
+import multiprocessing
+import threading
+import warnings
+
+import pytest
+
+import efd
+import efd.aio
+from efd import _aio
+
+from conftest import PROMPT, backend_unavailable, full_or
+
+anyio = pytest.importorskip("anyio")
+
+try:
+    import uvloop
+except ImportError:  # pragma: no cover
+    uvloop = None
+
+
+def _has(module):
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.fixture(params=["asyncio", "asyncio+uvloop", "trio"])
+def arun(request):
+    """arun(main) -> anyio.run on the library under test, bounded, with no
+    wait record left behind."""
+    name = request.param
+    if name == "trio" and not _has("trio"):
+        pytest.skip("trio is not installed")
+    if name == "asyncio+uvloop" and uvloop is None:
+        pytest.skip("uvloop is not installed")
+    backend = "trio" if name == "trio" else "asyncio"
+    options = {"use_uvloop": True} if name == "asyncio+uvloop" else {}
+
+    def run(main, *args):
+        async def bounded():
+            with anyio.fail_after(PROMPT * 6):
+                return await main(*args)
+        result = anyio.run(bounded, backend=backend, backend_options=options)
+        assert not _aio._registry, _aio._registry
+        return result
+    run.kind = name
+    return run
+
+
+@pytest.fixture(params=["asyncio", "uvloop"])
+def aio(request):
+    """aio(main) -> asyncio.run (or uvloop's loop), bounded."""
+    if request.param == "uvloop" and uvloop is None:
+        pytest.skip("uvloop is not installed")
+
+    def run(main, *args):
+        async def bounded():
+            return await asyncio.wait_for(main(*args), PROMPT * 6)
+        if request.param == "uvloop":
+            loop = uvloop.new_event_loop()
+            try:
+                return loop.run_until_complete(bounded())
+            finally:
+                loop.close()
+        return asyncio.run(bounded())
+    return run
+
+
+@pytest.fixture
+def made(backend):
+    """made(cls, *args) -> an efd.aio object on the backend under test,
+    closed at teardown."""
+    why = backend_unavailable(backend, semaphore=True)
+    if why:
+        pytest.skip(why)
+    objs = []
+
+    def factory(cls, *args):
+        obj = cls(*args, backend=backend)
+        objs.append(obj)
+        return obj
+    yield factory
+    for obj in objs:
+        obj.close()
+
+
+async def wait_blocked():
+    # Let every other task run until it blocks (trio's
+    # wait_all_tasks_blocked, portably).
+    for _ in range(10):
+        await anyio.sleep(0)
+    await anyio.sleep(0.02)
+    for _ in range(10):
+        await anyio.sleep(0)
+
+
+# ---- API and basics ---------------------------------------------------------
+
+
+def test_names_and_backend(made):
+    sem = made(efd.aio.Semaphore, 2)
+    assert type(sem).__module__ == "efd.aio"
+    assert sem.value == 2 and not sem.locked()
+    assert issubclass(efd.WouldBlock, Exception)
+    assert efd.aio.WouldBlock is efd.WouldBlock
+    with pytest.raises(TypeError):
+        with sem:
+            pass
+
+
+def test_default_backend_is_futex_where_it_works():
+    if backend_unavailable("futex"):
+        pytest.skip("no futex backend here")
+    for obj in (efd.aio.Semaphore(), efd.aio.Lock(), efd.aio.Event()):
+        try:
+            assert obj.backend == "futex"
+        finally:
+            obj.close()
+
+
+def test_repr_follows_asyncio(made, aio):
+    async def main():
+        lock = made(efd.aio.Lock)
+        assert repr(lock).startswith("<efd.aio.Lock object at 0x")
+        assert repr(lock).endswith(" [unlocked]>")
+        await lock.acquire()
+        task = asyncio.ensure_future(lock.acquire())
+        await asyncio.sleep(0)
+        assert repr(lock).endswith(" [locked, waiters:1]>")
+        lock.release()
+        await task
+        lock.release()
+        sem = made(efd.aio.Semaphore, 2)
+        assert repr(sem).endswith(" [unlocked, value:2]>")
+        ev = made(efd.aio.Event)
+        assert repr(ev).endswith(" [unset]>")
+        ev.set()
+        assert repr(ev).endswith(" [set]>")
+        ev.close()
+        assert repr(ev).endswith(" [closed]>")
+    aio(main)
+
+
+def test_bounded_and_lock_release_errors(made):
+    bsem = made(efd.aio.BoundedSemaphore, 1)
+    with pytest.raises(ValueError, match="released too many times"):
+        bsem.release()
+    lock = made(efd.aio.Lock)
+    with pytest.raises(RuntimeError, match="Lock is not acquired"):
+        lock.release()
+    assert lock.value == 1 and bsem.value == 1
+
+
+def test_closed_object_raises_value_error(made, aio):
+    async def main():
+        sem = made(efd.aio.Semaphore, 1)
+        sem.close()
+        sem.close()
+        assert sem.closed
+        for call in (sem.release, sem.acquire_nowait):
+            with pytest.raises(ValueError):
+                call()
+        with pytest.raises(ValueError):
+            await sem.acquire()
+    aio(main)
+
+
+# ---- plain asyncio: asyncio's own fast path ---------------------------------
+
+
+def test_asyncio_fast_path_does_not_yield(made, aio):
+    # asyncio.Semaphore.acquire() with a unit there returns without letting
+    # another task run; efd.aio's does the same under plain asyncio.
+    async def main():
+        sem = made(efd.aio.Semaphore, 1)
+        ev = made(efd.aio.Event)
+        ev.set()
+        ran = []
+        asyncio.get_running_loop().call_soon(ran.append, 1)
+        await sem.acquire()
+        await ev.wait()
+        assert ran == []
+        sem.release()
+    aio(main)
+
+
+def test_acquire_nowait_and_no_barging(made, aio):
+    async def main():
+        sem = made(efd.aio.Semaphore, 1)
+        sem.acquire_nowait()
+        with pytest.raises(efd.WouldBlock):
+            sem.acquire_nowait()
+        task = asyncio.ensure_future(sem.acquire())
+        await asyncio.sleep(0)
+        assert sem.statistics().tasks_waiting == 1
+        sem.release()
+        # The unit is the queued task's: neither a newcomer's nowait nor
+        # the threading drop-ins' non-blocking acquire takes it.
+        with pytest.raises(efd.WouldBlock):
+            sem.acquire_nowait()
+        await task
+        assert sem.locked() and sem.value == 0
+        sem.release()
+        assert sem.value == 1
+    aio(main)
+
+
+def test_threading_dropin_does_not_barge(made, backend, aio):
+    async def main():
+        sem = efd.Semaphore(1, backend=backend)
+        try:
+            assert sem.acquire(False)
+            task = asyncio.ensure_future(sem.acquire_async())
+            await asyncio.sleep(0.01)
+            sem.release()
+            assert sem.acquire(False) is False      # the task's unit
+            assert sem.acquire(timeout=0) is False
+            assert await task is True
+            sem.release()
+            assert sem.acquire(False) is True
+            sem.release()
+        finally:
+            sem.close()
+    aio(main)
+
+
+def test_cancel_after_hand_off_passes_the_unit_on(made, aio):
+    async def main():
+        sem = made(efd.aio.Semaphore, 0)
+        first = asyncio.ensure_future(sem.acquire())
+        second = asyncio.ensure_future(sem.acquire())
+        await asyncio.sleep(0)
+        sem.release()               # handed to `first` ...
+        first.cancel()              # ... which is cancelled before resuming
+        await asyncio.sleep(0)
+        assert first.cancelled()
+        assert await second is True  # the unit went on, not lost
+        assert sem.value == 0
+        sem.release()
+        assert sem.value == 1
+    aio(main)
+
+
+def test_handoff_run_lets_the_count_see_a_unit(made, aio):
+    # After HANDOFF_RUN hand-offs in a row a release goes through the
+    # count (waiters of other processes get a chance); the queued task of
+    # this loop still gets it, in order.
+    async def main():
+        sem = made(efd.aio.Semaphore, 1)
+        order = []
+
+        async def worker(i):
+            for _ in range(3):
+                async with sem:
+                    order.append(i)
+                    await asyncio.sleep(0)
+        await asyncio.gather(*(worker(i) for i in range(
+            efd.aio.HANDOFF_RUN)))
+        assert order == list(range(efd.aio.HANDOFF_RUN)) * 3
+        assert sem.value == 1
+    aio(main)
+
+
+# ---- trio's and anyio's promises, on asyncio, uvloop and trio --------------
+
+
+def test_cancelled_scope_cancels_before_taking(made, arun):
+    async def main():
+        sem = made(efd.aio.Semaphore, 1)
+        lock = made(efd.aio.Lock)
+        ev = made(efd.aio.Event)
+        ev.set()
+        for call in (sem.acquire, lock.acquire, ev.wait):
+            with anyio.CancelScope() as scope:
+                scope.cancel()
+                await call()
+                pytest.fail("%s did not checkpoint" % call)
+            assert scope.cancelled_caught
+        assert sem.value == 1 and lock.value == 1
+    arun(main)
+
+
+def test_every_acquire_is_a_schedule_point(made, arun):
+    # trio's test_generic_lock_fairness: [1, 2, 3] repeated, never [1, 1, 1].
+    async def main():
+        for sem in (made(efd.aio.Semaphore, 1), made(efd.aio.Lock)):
+            record = []
+
+            async def loopy(name):
+                for _ in range(5):
+                    async with sem:
+                        record.append(name)
+            async with anyio.create_task_group() as tg:
+                for name in (1, 2, 3):
+                    tg.start_soon(loopy, name)
+            for i in range(5):
+                assert record[3 * i:3 * i + 3] == record[:3], record
+            assert sorted(record[:3]) == [1, 2, 3]
+    arun(main)
+
+
+def test_set_then_cancel_keeps_the_wake_up(made, arun):
+    # anyio's test_event_wait_before_set_before_cancel; trio.Event's rule.
+    async def main():
+        ev = made(efd.aio.Event)
+        woke = []
+
+        async def setter():
+            await wait_blocked()
+            ev.set()
+            tg.cancel_scope.cancel()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(setter)
+            await ev.wait()
+            woke.append(True)
+        assert woke == [True]
+    arun(main)
+
+
+def test_cancel_then_set_does_not_wake(made, arun):
+    # anyio's test_event_cancel.
+    async def main():
+        ev = made(efd.aio.Event)
+        done = []
+
+        async def task():
+            await ev.wait()
+            done.append(True)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(task)
+            tg.cancel_scope.cancel()
+            ev.set()
+        assert done == []
+    arun(main)
+
+
+def test_statistics(made, arun):
+    async def main():
+        sem = made(efd.aio.Semaphore, 0)
+        lock = made(efd.aio.Lock)
+        ev = made(efd.aio.Event)
+        assert sem.statistics().tasks_waiting == 0
+        await lock.acquire()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sem.acquire)
+            tg.start_soon(lock.acquire)
+            tg.start_soon(ev.wait)
+            tg.start_soon(ev.wait)
+            await wait_blocked()
+            assert sem.statistics().tasks_waiting == 1
+            assert lock.statistics() == (True, None, 1)
+            assert ev.statistics().tasks_waiting == 2
+            sem.release()
+            lock.release()
+            ev.set()
+        assert sem.statistics().tasks_waiting == 0
+        lock.release()
+    arun(main)
+
+
+def test_fifo_and_no_barging_under_every_library(made, arun):
+    async def main():
+        sem = made(efd.aio.Semaphore, 0)
+        order = []
+
+        async def taker(i):
+            await sem.acquire()
+            order.append(i)
+        async with anyio.create_task_group() as tg:
+            for i in range(4):
+                tg.start_soon(taker, i)
+                await wait_blocked()
+            for _ in range(4):
+                sem.release()
+                with pytest.raises(efd.WouldBlock):
+                    sem.acquire_nowait()
+                await wait_blocked()
+        assert order == [0, 1, 2, 3]
+        assert sem.value == 0
+    arun(main)
+
+
+def test_move_on_after_takes_nothing(made, arun):
+    async def main():
+        sem = made(efd.aio.Semaphore, 0)
+        with anyio.move_on_after(0.05):
+            await sem.acquire()
+        sem.release()
+        assert sem.value == 1
+        sem.acquire_nowait()
+    arun(main)
+
+
+# ---- the old async methods gain the same semantics -------------------------
+
+
+def test_old_methods_checkpoint(backend, arun):
+    async def main():
+        sem = efd.Semaphore(1, backend=backend)
+        ev = efd.Event(backend=backend)
+        raw = efd.EventFD(1, semaphore=True, backend=backend)
+        try:
+            ev.set()
+            for call in (sem.acquire_async, ev.wait_async, raw.read_async):
+                with anyio.CancelScope() as scope:
+                    scope.cancel()
+                    await call()
+                    pytest.fail("%s did not checkpoint" % call)
+            assert sem.acquire(False) and raw.acquire(False)
+        finally:
+            sem.close(), ev.close(), raw.close()
+    arun(main)
+
+
+def test_read_async_timeout(backend, aio):
+    async def main():
+        ev = efd.EventFD(0, backend=backend)
+        try:
+            with pytest.raises(TimeoutError):
+                await ev.read_async(timeout=0)
+            with pytest.raises(TimeoutError):
+                await ev.read_async(timeout=0.02)
+            ev.write(3)
+            assert await ev.read_async(timeout=1) == 3
+            with pytest.raises(ValueError):
+                await ev.read_async(timeout=-1)
+        finally:
+            ev.close()
+    aio(main)
+
+
+# ---- blocking drop-ins in a running loop -----------------------------------
+
+
+def test_blocking_call_in_a_running_loop_warns(backend, arun):
+    async def main():
+        sem = efd.Semaphore(1, backend=backend)
+        ev = efd.Event(backend=backend)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                assert sem.acquire()          # would not block: no warning
+                ev.set()
+                assert ev.wait()
+                ev.clear()
+                assert sem.acquire(timeout=0) is False   # only tries
+                assert sem.acquire(False) is False
+                assert ev.wait(0) is False               # only looks
+            # Would block: the warning names the async method.
+            with pytest.warns(RuntimeWarning, match="acquire_async"):
+                assert sem.acquire(timeout=0.01) is False
+            with pytest.warns(RuntimeWarning, match="wait_async"):
+                assert ev.wait(0.01) is False
+            # The warning comes before anything is taken: made an error, it
+            # leaves the count as it was.
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                with pytest.raises(RuntimeWarning):
+                    sem.acquire()
+                with pytest.raises(RuntimeWarning):
+                    ev.wait()
+            sem.release()
+            assert sem.acquire(False)
+        finally:
+            sem.close(), ev.close()
+    arun(main)
+
+
+def test_no_warning_outside_a_loop(backend):
+    sem = efd.Semaphore(0, backend=backend)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert sem.acquire(timeout=0.01) is False
+    finally:
+        sem.close()
+
+
+# ---- across processes --------------------------------------------------------
+
+
+def _process_worker(sem, rounds, seed):
+    import random
+
+    async def one(rng):
+        for _ in range(rounds):
+            try:
+                async with asyncio.timeout(rng.choice((0.0005, 0.002, 1))):
+                    async with sem:
+                        await asyncio.sleep(rng.choice((0, 0, 0.0005)))
+            except TimeoutError:
+                pass
+
+    async def main():
+        rng = random.Random(seed)
+        await asyncio.gather(*(one(random.Random(rng.random()))
+                               for _ in range(4)))
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_processes_conserve_units_under_cancellation(made, method):
+    if not hasattr(asyncio, "timeout"):
+        pytest.skip("asyncio.timeout needs Python 3.11")
+    sem = made(efd.aio.Semaphore, 2)
+    ctx = multiprocessing.get_context(method)
+    rounds = full_or(20, 400)
+    procs = [ctx.Process(target=_process_worker, args=(sem, rounds, seed))
+             for seed in range(3)]
+    for proc in procs:
+        proc.start()
+    _process_worker(sem, rounds, 99)
+    for proc in procs:
+        proc.join(60)
+        assert proc.exitcode == 0
+    assert sem.value == 2
