@@ -445,7 +445,7 @@ class Event(_OnEventFD, _efd.Event):
         Under trio and anyio the call is always a checkpoint (a cancelled
         scope cancels it even when the flag is set); a task woken by
         :meth:`set` returns True even if its scope is cancelled right
-        after, as :class:`trio.Event`'s waiters do.
+        after, as ``trio.Event``'s waiters do.
 
         Raises:
             ValueError: The event is closed, or is closed while waiting.

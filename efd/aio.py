@@ -19,14 +19,14 @@ Behaviour, per library:
   otherwise the task queues, and the tasks of one loop are served strictly
   in arrival order.  A release made in a task of the loop that has tasks
   queued hands the unit straight to the first of them (see
-  :func:`efd._aio.hand_off`): no system call, and asyncio's timing.
+  ``efd._aio.hand_off``): no system call, and asyncio's timing.
 * **trio, anyio**: every :meth:`~Semaphore.acquire` and
   :meth:`~Event.wait` is a checkpoint, as those libraries' own primitives
   are: a cancelled scope always cancels it, before anything is taken, and a
   task that got a unit without waiting still yields once (so the others
   get their turn: FIFO fairness).  An :meth:`Event.wait` that was woken by
   :meth:`~Event.set` returns normally even if its scope is cancelled right
-  after, as :class:`trio.Event`'s does.
+  after, as ``trio.Event``'s does.
 
 Cancellation never loses or duplicates a unit: a task cancelled after a
 unit was handed to it passes the unit to the next task of its loop, or back
