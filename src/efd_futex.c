@@ -254,3 +254,20 @@ const efd_backend efd_backend_futex = {
 };
 
 #endif
+
+#ifdef EFD_EXPLORE
+/* Test hook for the interleaving explorer (tests/explore/): how many
+ * sleepers of `kind` (EFD_BLOCK_READ, EFD_BLOCK_READY) the shared page
+ * counts now, whatever their epoch.  Not in release builds. */
+int efd_explore_sleepers(efd_impl *impl, int kind);
+
+int
+efd_explore_sleepers(efd_impl *impl, int kind)
+{
+    struct efd_count *c = impl->cnt;
+    if (c == NULL || kind == EFD_BLOCK_WRITE)
+        return 0;
+    return (int)(uint32_t)atomic_load(kind == EFD_BLOCK_READY ? &c->watchers
+                                                              : &c->sleepers);
+}
+#endif
