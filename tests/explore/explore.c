@@ -68,6 +68,7 @@
 #include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -161,11 +162,14 @@ static struct {
     long schedules, deaths, timeouts, lost, violations, vkinds[V_KINDS];
     const char *names[MAX_NAMES];   /* distinct point names seen */
     int nnames;
-    int have_first;
-    char first_msg[512];
-    char first_vmsg[V_KINDS][256];
-    int first_ntrace;
-    ex_trace first_trace[MAX_TRACE];
+    /* The first failing schedule of each kind of violation. */
+    struct ex_failure {
+        int have;
+        char msg[256];
+        char vmsg[V_KINDS][256];
+        int ntrace;
+        ex_trace trace[MAX_TRACE];
+    } first[V_KINDS];
 } S;
 
 static __thread ex_actor *self_actor;
@@ -811,26 +815,33 @@ backtrack(void)
     return 0;
 }
 
+/* Count a failing schedule; keep it if it is the first of some kind. */
 static void
-keep_first_failure(void)
+keep_failure(void)
 {
-    int k;
+    int k, kept = 0;
     S.violations++;
-    for (k = 0; k < V_KINDS; k++)
-        S.vkinds[k] += (R.vseen >> k) & 1;
-    if (S.have_first)
-        return;
-    S.have_first = 1;
-    memcpy(S.first_msg, R.violation, sizeof(S.first_msg));
-    memcpy(S.first_vmsg, R.vmsg, sizeof(S.first_vmsg));
-    S.first_ntrace = R.ntrace;
-    memcpy(S.first_trace, R.trace, (size_t)R.ntrace * sizeof(ex_trace));
+    for (k = 0; k < V_KINDS; k++) {
+        struct ex_failure *f = &S.first[k];
+        if (!((R.vseen >> k) & 1))
+            continue;
+        S.vkinds[k]++;
+        if (f->have || kept)
+            continue;
+        /* one copy per schedule: under the first kind it is new for */
+        kept = f->have = 1;
+        snprintf(f->msg, sizeof(f->msg), "%s", R.vmsg[k]);
+        memcpy(f->vmsg, R.vmsg, sizeof(f->vmsg));
+        f->ntrace = R.ntrace;
+        memcpy(f->trace, R.trace, (size_t)R.ntrace * sizeof(ex_trace));
+    }
 }
 
 static void
-print_trace(const ex_trace *t, int n)
+print_trace(const struct ex_failure *f)
 {
-    int i;
+    const ex_trace *t = f->trace;
+    int i, n = f->ntrace;
     for (i = 0; i < n; i++) {
         char who = t[i].actor >= 0 ? (char)('A' + t[i].actor) : '*';
         switch (t[i].kind) {
@@ -844,7 +855,7 @@ print_trace(const ex_trace *t, int n)
                 printf("    %c:   %s\n", who, t[i].text);
             break;
         case TR_VIOLATION:          /* noticed here */
-            printf("  !! %s\n", S.first_vmsg[t[i].v]);
+            printf("  !! %s\n", f->vmsg[t[i].v]);
             break;
         default:
             printf("  -- %c %s\n", who, t[i].text);
@@ -879,7 +890,7 @@ explore(const ex_scenario *sc)
         run_schedule(sc);
         S.schedules++;
         if (R.violation[0])
-            keep_first_failure();
+            keep_failure();
         if (!backtrack())
             break;
         if (S.max_schedules && S.schedules >= S.max_schedules) {
@@ -899,12 +910,28 @@ explore(const ex_scenario *sc)
     if (fds1 != fds0)
         printf("  !! descriptors leaked: %d open before, %d after\n",
                fds0, fds1);
-    if (S.have_first) {
-        printf("  first failing schedule (%s):\n", S.first_msg);
-        print_trace(S.first_trace, S.first_ntrace);
-    }
+    for (i = 0; i < V_KINDS; i++)
+        if (S.first[i].have) {
+            printf("  first failing schedule for \"%s\" (%s):\n",
+                   v_names[i], S.first[i].msg);
+            print_trace(&S.first[i]);
+        }
     fflush(stdout);
     return S.violations > 0 || fds1 != fds0;
+}
+
+/* One actor runs at a time anyway: keep all on one CPU, where each
+ * hand-over is a cheap switch rather than a cross-CPU wake-up (3x). */
+static void
+pin_to_one_cpu(void)
+{
+    cpu_set_t set;
+    int cpu = sched_getcpu();
+    if (cpu < 0)
+        return;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    (void)sched_setaffinity(0, sizeof(set), &set);
 }
 
 static void
@@ -939,6 +966,7 @@ main(int argc, char **argv)
     }
     if (optind != argc)
         usage();
+    pin_to_one_cpu();
     if (sem_init(&R.sched, 0, 0) < 0)
         die_setup("sem_init", errno);
     for (i = 0; i < ex_nscenarios; i++) {

@@ -82,6 +82,10 @@ const ex_scenario ex_scenarios[] = {
       "row 4: futex, count 0; A watcher (ready), B blocking acquire, "
       "C release(1)",
       &efd_backend_futex, 0, 0, 3, { watch, acquire_one, give_one } },
+    { "futex-watcher-vs-reader-2",
+      "row 4, longer: futex, count 0; A watcher, B two blocking acquires, "
+      "C two releases of 1",
+      &efd_backend_futex, 0, 0, 3, { watch, acquire_two, give_one_twice } },
     { "futex-two-readers-two-units",
       "futex, count 0; A and B blocking acquires, C release(2)",
       &efd_backend_futex, 0, 0, 3, { acquire_one, acquire_one, give_two } },
