@@ -1,0 +1,984 @@
+/*
+ * explore.c -- an interleaving explorer (a small CHESS-style stateless
+ * model checker) for the shared-memory protocols of the pipe and futex
+ * backends (efd_shm.c, efd_futex.c).
+ *
+ * What it does.  Built with -DEFD_EXPLORE, the protocol code calls
+ * efd_explore_point("name") at every step another actor could see (see
+ * src/efd_explore.h), and its futex() calls efd_explore_futex().  Here the
+ * actors of a scenario (scenarios.c: two or three pthreads, each running a
+ * body that drives one efd object through the backend table) run under a
+ * cooperative scheduler: exactly one runs at a time, and at each point it
+ * hands control back to the main thread, which picks who runs next -- or,
+ * with -k, that the running actor dies right there (pthread_exit() from
+ * inside the point: the kernel's robust-list handling then marks the
+ * robust lock it may hold owner-died, as a SIGKILL would).
+ *
+ * The search is stateless depth-first by re-execution with preemption
+ * bounding: every schedule starts from a fresh object; the choices made at
+ * each decision (the enabled actors, the choice, the preemptions so far)
+ * are recorded, and the next schedule replays the longest prefix that
+ * still has an untried alternative within the bound (-p, default 2), takes
+ * it, and goes on with the default choice (keep running the same actor).
+ * Switching away from an actor that could go on costs one preemption;
+ * switching when it blocked, finished or died costs none.  At most one
+ * death per schedule.
+ *
+ * The futex model.  FUTEX_WAIT returns EAGAIN if the word differs, else
+ * blocks the actor on the word (FIFO).  It becomes runnable when a
+ * FUTEX_WAKE picks it (returns 0) or -- only when nobody else can run
+ * (quiescence) and the wait had a timeout -- by timing out (ETIMEDOUT):
+ * that is the sleeper's 100 ms re-check, and a timeout that was needed
+ * while units were there is recorded as a lost wake-up.  FUTEX_WAKE(n)
+ * wakes up to n actors blocked on the word, oldest first.  Entering each
+ * is a point of its own.
+ *
+ * The invariants, checked after every step, at every quiescence and after
+ * every schedule: the count is conserved (initial + released - acquired,
+ * give or take the in-flight operation of a dead actor); readiness of the
+ * fd (poll) equals "count > 0" once everyone is done, where the scenario
+ * keeps readiness in step (after a death: once one more operation by a
+ * live process has run); no live reader or watcher sleeps in FUTEX_WAIT
+ * with units there and nobody left to wake it (without a death); the page
+ * counts at least as many sleepers (watchers) as actors actually asleep;
+ * and no reader gives up while units are there.
+ *
+ * What it does not cover: the kernel backends, the herd and the wait loop
+ * itself (act_acquire mirrors its protocol), more than three actors, or
+ * weak memory orders: the schedules are sequentially consistent
+ * interleavings of the real code at the named points only.
+ *
+ * Usage: explore [-p BOUND] [-k] [-s SCENARIO] [-P] [-m MAX] [-l]
+ *   -p N   preemption bound (default 2)
+ *   -k     also explore a death of the running actor at every point
+ *   -s S   run only scenario S (default: all)
+ *   -P     channels are pipes, never eventfds (impl.chan_eventfd = 0)
+ *   -m N   stop a scenario after N schedules (0: no limit)
+ *   -l     list the scenarios
+ * Exit status 1 if any invariant failed (the first failing schedule of
+ * each scenario is printed as a trace), 2 on a usage or setup error.
+ */
+#define _GNU_SOURCE 1
+#include "explore.h"
+#include "efd_explore.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <semaphore.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int efd_explore_sleepers(efd_impl *impl, int kind);   /* efd_futex.c */
+
+#define MAX_ACTORS 3
+#define MAX_OPTS 8
+#define MAX_DECISIONS 8192
+#define MAX_STEPS 20000
+#define MAX_TRACE 8192
+#define MAX_NAMES 256
+#define STUCK_SECONDS 30
+#define NOVAL LLONG_MIN              /* a trace note without a number */
+
+/* ---- state ------------------------------------------------------------- */
+
+enum { ST_RUNNABLE, ST_BLOCKED, ST_DONE, ST_DEAD };
+
+struct ex_actor {
+    int id;
+    char name;                      /* 'A', 'B', 'C' */
+    ex_body body;
+    pthread_t thread;
+    sem_t go;                       /* the scheduler lets it run */
+    int state;
+    int die;                        /* told to die at its next resume */
+    /* the futex model */
+    _Atomic uint32_t *word;         /* blocked on it */
+    int has_timeout, timed_out;
+    unsigned long wait_order;       /* FIFO among the word's waiters */
+    int kind;                       /* in block(): EFD_BLOCK_*, else -1 */
+    /* the books */
+    uint64_t released, acquired;
+    int64_t inflight;               /* change an operation may be making */
+    int gave_up;
+};
+
+enum { OPT_RUN, OPT_DIE, OPT_TIMEOUT };
+typedef struct {
+    unsigned char kind, actor, cost;
+} ex_opt;
+
+typedef struct {
+    int nopts, chosen, pre;         /* pre: preemptions before it */
+    const char *where;              /* replay check */
+    ex_opt opts[MAX_OPTS];
+} ex_decision;
+
+enum { TR_POINT, TR_NOTE, TR_SCHED, TR_VIOLATION };
+
+/* The invariants, for the per-scenario tally. */
+enum { V_UNCOUNTED, V_LOST, V_CONSERVED, V_GAVE_UP, V_READINESS, V_KINDS };
+static const char *const v_names[V_KINDS] = {
+    "sleeper missing from count", "lost wake-up", "count not conserved",
+    "gave up with units there", "readiness out of step",
+};
+typedef struct {
+    signed char actor;              /* -1: the scheduler */
+    char kind;
+    const char *text;
+    long long v;
+} ex_trace;
+
+/* One schedule's run. */
+static struct {
+    const ex_scenario *sc;
+    efd_impl impl;
+    ex_actor actors[MAX_ACTORS];
+    int n, cur, pre, died, steps, ndec;
+    unsigned long wait_clock;
+    sem_t sched;
+    char violation[512];            /* the first one, "" if none */
+    char vmsg[V_KINDS][256];        /* each kind's message, once */
+    unsigned vseen;                 /* kinds seen in this schedule */
+    int ntrace;
+    ex_trace trace[MAX_TRACE];
+} R;
+
+/* The search and the scenario's totals. */
+static struct {
+    int bound, kill, pipe_chan;
+    long max_schedules;
+    ex_decision dec[MAX_DECISIONS];
+    int nreplay;
+    long schedules, deaths, timeouts, lost, violations, vkinds[V_KINDS];
+    const char *names[MAX_NAMES];   /* distinct point names seen */
+    int nnames;
+    /* The first failing schedule of each kind of violation. */
+    struct ex_failure {
+        int have;
+        char msg[256];
+        char vmsg[V_KINDS][256];
+        int ntrace;
+        ex_trace trace[MAX_TRACE];
+    } first[V_KINDS];
+} S;
+
+static __thread ex_actor *self_actor;
+static const volatile uint32_t proc_zero = 0;
+
+/* ---- small helpers ----------------------------------------------------- */
+
+static void
+die_setup(const char *what, int err)
+{
+    fprintf(stderr, "explore: %s: %s\n", what, strerror(err));
+    exit(2);
+}
+
+static void
+trace_add(int actor, int kind, const char *text, long long v)
+{
+    if (R.ntrace < MAX_TRACE) {
+        ex_trace *t = &R.trace[R.ntrace++];
+        t->actor = (signed char)actor;
+        t->kind = (char)kind;
+        t->text = text;
+        t->v = v;
+    }
+}
+
+static void
+note(ex_actor *a, const char *text, long long v)
+{
+    trace_add(a ? a->id : -1, TR_NOTE, text, v);
+}
+
+/* Remember a point name (distinct by text; pointers are looked at first). */
+static void
+name_seen(const char *name)
+{
+    int i;
+    for (i = 0; i < S.nnames; i++)
+        if (S.names[i] == name)
+            return;
+    for (i = 0; i < S.nnames; i++)
+        if (strcmp(S.names[i], name) == 0)
+            return;
+    if (S.nnames < MAX_NAMES)
+        S.names[S.nnames++] = name;
+}
+
+static int
+distinct_names(void)
+{
+    int i, j, n = 0;
+    for (i = 0; i < S.nnames; i++) {
+        for (j = 0; j < i; j++)
+            if (strcmp(S.names[i], S.names[j]) == 0)
+                break;
+        n += j == i;
+    }
+    return n;
+}
+
+/* Record that invariant `kind` failed (once per kind and schedule). */
+static void
+violation(int kind, const char *fmt, ...)
+{
+    va_list ap;
+    if (R.vseen & (1u << kind))
+        return;
+    R.vseen |= 1u << kind;
+    va_start(ap, fmt);
+    vsnprintf(R.vmsg[kind], sizeof(R.vmsg[kind]), fmt, ap);
+    va_end(ap);
+    if (R.violation[0] == '\0')
+        snprintf(R.violation, sizeof(R.violation), "%s", R.vmsg[kind]);
+    trace_add(-1, TR_VIOLATION, NULL, kind);
+}
+
+static uint64_t
+count_now(void)
+{
+    uint64_t v = 0;
+    (void)R.impl.ops->peek(&R.impl, &v);
+    return v;
+}
+
+static int
+fd_readable(int fd)
+{
+    struct pollfd p = { fd, POLLIN, 0 };
+    return poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
+}
+
+static int
+open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    int n = 0;
+    if (d == NULL)
+        return -1;
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* ---- the actors' side of the hand-over --------------------------------- */
+
+static void
+sched_wait(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += STUCK_SECONDS;
+    while (sem_timedwait(&R.sched, &ts) < 0) {
+        if (errno == EINTR)
+            continue;
+        fprintf(stderr, "explore: an actor ran %d s without reaching a "
+                "point (a loop with no EFD_POINT?)\n", STUCK_SECONDS);
+        abort();
+    }
+}
+
+/* Hand control to the scheduler; come back when it says so -- or die. */
+static void
+yield_to_scheduler(ex_actor *a)
+{
+    sem_post(&R.sched);
+    while (sem_wait(&a->go) < 0)
+        ;
+    if (a->die) {
+        a->state = ST_DEAD;
+        sem_post(&R.sched);
+        pthread_exit(NULL);
+    }
+}
+
+void
+efd_explore_point(const char *name)
+{
+    ex_actor *a = self_actor;
+    if (a == NULL)
+        return;                     /* the main thread: set-up, checks */
+    name_seen(name);
+    trace_add(a->id, TR_POINT, name, 0);
+    yield_to_scheduler(a);
+}
+
+static void *
+actor_main(void *arg)
+{
+    ex_actor *a = arg;
+    self_actor = a;
+    while (sem_wait(&a->go) < 0)
+        ;
+    a->body(a);
+    a->state = ST_DONE;
+    trace_add(a->id, TR_NOTE, "done", NOVAL);
+    sem_post(&R.sched);
+    return NULL;
+}
+
+/* ---- the futex model --------------------------------------------------- */
+
+/* Wake up to n actors blocked on word, oldest first. */
+static long
+model_wake(_Atomic uint32_t *word, uint32_t n)
+{
+    long woken = 0;
+    while ((uint32_t)woken < n) {
+        ex_actor *best = NULL;
+        int i;
+        for (i = 0; i < R.n; i++) {
+            ex_actor *b = &R.actors[i];
+            if (b->state == ST_BLOCKED && b->word == word
+                    && (best == NULL || b->wait_order < best->wait_order))
+                best = b;
+        }
+        if (best == NULL)
+            break;
+        best->state = ST_RUNNABLE;
+        best->timed_out = 0;
+        trace_add(best->id, TR_NOTE, "futex: woken by FUTEX_WAKE", NOVAL);
+        woken++;
+    }
+    return woken;
+}
+
+static long
+model_wait(ex_actor *a, _Atomic uint32_t *word, uint32_t val,
+           const struct timespec *timeout)
+{
+    efd_explore_point("futex: FUTEX_WAIT");
+    if (atomic_load(word) != val) {
+        note(a, "futex: EAGAIN (word moved)", NOVAL);
+        errno = EAGAIN;
+        return -1;
+    }
+    a->word = word;
+    a->has_timeout = timeout != NULL;
+    a->timed_out = 0;
+    a->wait_order = ++R.wait_clock;
+    a->state = ST_BLOCKED;
+    note(a, "futex: asleep", NOVAL);
+    yield_to_scheduler(a);
+    a->word = NULL;
+    if (a->timed_out) {
+        errno = ETIMEDOUT;
+        return -1;
+    }
+    return 0;
+}
+
+long
+efd_explore_futex(_Atomic uint32_t *word, int op, uint32_t val,
+                  const struct timespec *timeout)
+{
+    ex_actor *a = self_actor;
+    long n;
+    switch (op & FUTEX_CMD_MASK) {
+    case FUTEX_WAIT:
+        if (a == NULL) {
+            fprintf(stderr, "explore: FUTEX_WAIT outside an actor\n");
+            abort();
+        }
+        return model_wait(a, word, val, timeout);
+    case FUTEX_WAKE:
+        if (a != NULL)
+            efd_explore_point("futex: FUTEX_WAKE");
+        n = model_wake(word, val);
+        note(a, "futex: FUTEX_WAKE woke", n);
+        return n;
+    default:
+        fprintf(stderr, "explore: futex op %d is not modelled\n", op);
+        abort();
+    }
+}
+
+/* ---- what bodies call -------------------------------------------------- */
+
+efd_impl *
+act_impl(ex_actor *a)
+{
+    (void)a;
+    return &R.impl;
+}
+
+int
+act_try_read(ex_actor *a)
+{
+    uint64_t v = 0;
+    int err;
+    note(a, "> try_read", NOVAL);
+    a->inflight = -1;               /* semaphore mode */
+    err = R.impl.ops->try_read(&R.impl, &v);
+    a->inflight = 0;
+    if (err == 0)
+        a->acquired += v;
+    note(a, err ? "< try_read: EAGAIN" : "< try_read: took",
+         err ? NOVAL : (long long)v);
+    return err;
+}
+
+int
+act_release(ex_actor *a, uint64_t n)
+{
+    int err;
+    note(a, "> try_write", (long long)n);
+    a->inflight = (int64_t)n;
+    err = R.impl.ops->try_write(&R.impl, n);
+    a->inflight = 0;
+    if (err == 0)
+        a->released += n;
+    note(a, err ? "< try_write: failed" : "< try_write: added", (long long)n);
+    return err;
+}
+
+/* One sleep in block(); counts a timeout.  Returns its error. */
+static int
+act_block(ex_actor *a, int kind, uint32_t ticket, int *timeouts)
+{
+    int err;
+    note(a, kind == EFD_BLOCK_READ ? "> block(READ), ticket"
+                                   : "> block(READY), ticket", ticket);
+    a->kind = kind;
+    err = R.impl.ops->block(&R.impl, kind, ticket, EFD_RECHECK_MS);
+    a->kind = -1;
+    if (err == ETIMEDOUT)
+        ++*timeouts;
+    note(a, err == ETIMEDOUT ? "< block: timed out (re-check)"
+            : err ? "< block: error" : "< block: back",
+         NOVAL);
+    return err;
+}
+
+int
+act_acquire(ex_actor *a)
+{
+    efd_impl *impl = &R.impl;
+    int timeouts = 0;
+    note(a, "> acquire (blocking)", NOVAL);
+    for (;;) {
+        uint32_t t = EX_TICKET(impl, EFD_BLOCK_READ);
+        int err;
+        if (act_try_read(a) == 0) {
+            note(a, "< acquire: took a unit", NOVAL);
+            return 0;
+        }
+        if (timeouts >= EX_MAX_TIMEOUTS)
+            break;
+        err = act_block(a, EFD_BLOCK_READ, t, &timeouts);
+        if (err && err != ETIMEDOUT)
+            break;
+    }
+    /* Leaving without a unit: pass on a wake-up we may have been chosen
+     * for (what efd_wait() does). */
+    note(a, "> interrupt(0): pass a wake-up on", NOVAL);
+    impl->ops->interrupt(impl, 0);
+    a->gave_up++;
+    note(a, "< acquire: gave up", NOVAL);
+    return EAGAIN;
+}
+
+int
+act_watch(ex_actor *a)
+{
+    efd_impl *impl = &R.impl;
+    int timeouts = 0;
+    note(a, "> wait for ready (blocking)", NOVAL);
+    for (;;) {
+        uint32_t t = EX_TICKET(impl, EFD_BLOCK_READY);
+        uint64_t v = 0;
+        int err;
+        (void)impl->ops->peek(impl, &v);
+        if (v > 0) {
+            note(a, "< wait: ready, count", (long long)v);
+            return 0;
+        }
+        if (timeouts >= EX_MAX_TIMEOUTS)
+            break;
+        err = act_block(a, EFD_BLOCK_READY, t, &timeouts);
+        if (err && err != ETIMEDOUT)
+            break;
+    }
+    note(a, "< wait: gave up", NOVAL);
+    return EAGAIN;
+}
+
+/* ---- invariants -------------------------------------------------------- */
+
+/* Every step: the page counts everyone actually asleep in FUTEX_WAIT. */
+static void
+check_counted(void)
+{
+    int asleep[2] = { 0, 0 }, i;
+    if (R.impl.ops->block == NULL)
+        return;
+    for (i = 0; i < R.n; i++) {
+        ex_actor *a = &R.actors[i];
+        if (a->state == ST_BLOCKED && a->kind >= 0)
+            asleep[a->kind == EFD_BLOCK_READY]++;
+    }
+    if (asleep[0] > efd_explore_sleepers(&R.impl, EFD_BLOCK_READ))
+        violation(V_UNCOUNTED, "a live sleeper is missing from the count: %d reader(s) "
+                  "asleep in FUTEX_WAIT, the page counts %d sleepers",
+                  asleep[0], efd_explore_sleepers(&R.impl, EFD_BLOCK_READ));
+    if (asleep[1] > efd_explore_sleepers(&R.impl, EFD_BLOCK_READY))
+        violation(V_UNCOUNTED, "a live watcher is missing from the count: %d asleep, "
+                  "the page counts %d watchers",
+                  asleep[1], efd_explore_sleepers(&R.impl, EFD_BLOCK_READY));
+}
+
+/* Nobody can run: whoever sleeps with units there was owed a wake-up. */
+static void
+check_quiet(void)
+{
+    uint64_t count = count_now();
+    int i;
+    if (count == 0)
+        return;
+    for (i = 0; i < R.n; i++) {
+        ex_actor *a = &R.actors[i];
+        if (a->state != ST_BLOCKED)
+            continue;
+        S.lost++;
+        if (R.died < 0)
+            violation(V_LOST, "lost wake-up: %c sleeps in FUTEX_WAIT (%s) with "
+                      "count %llu and nobody left to wake it (only its "
+                      "%d ms re-check frees it)", a->name,
+                      a->kind == EFD_BLOCK_READY ? "watcher" : "reader",
+                      (unsigned long long)count, EFD_RECHECK_MS);
+    }
+}
+
+/* Everyone is done or dead. */
+static void
+check_end(void)
+{
+    const ex_scenario *sc = R.sc;
+    uint64_t count = count_now(), expected = sc->initval;
+    int64_t slack = 0;
+    int i, readiness = sc->arm || sc->backend == &efd_backend_pipe;
+
+    for (i = 0; i < R.n; i++) {
+        expected += R.actors[i].released - R.actors[i].acquired;
+        if (R.actors[i].state == ST_DEAD)
+            slack = R.actors[i].inflight;
+    }
+    if (count != expected && (slack == 0 || count != expected + (uint64_t)slack))
+        violation(V_CONSERVED, "count not conserved: %llu, expected %llu%s",
+                  (unsigned long long)count, (unsigned long long)expected,
+                  slack ? " (or that plus the dead actor's unit)" : "");
+    for (i = 0; i < R.n; i++)
+        if (R.actors[i].gave_up && R.actors[i].state == ST_DONE && count > 0)
+            violation(V_GAVE_UP, "%c gave up waiting, yet %llu unit(s) are there",
+                      R.actors[i].name, (unsigned long long)count);
+    if (!readiness)
+        return;
+    if (R.died >= 0) {
+        /* One more operation by a live process brings readiness back. */
+        uint64_t v;
+        if (count == 0) {
+            note(NULL, "next operation (main): try_read", NOVAL);
+            (void)R.impl.ops->try_read(&R.impl, &v);
+        }
+        else if (R.impl.ops->repair != NULL) {
+            note(NULL, "next operation (main): repair", NOVAL);
+            (void)R.impl.ops->repair(&R.impl);
+        }
+    }
+    if (fd_readable(R.impl.fd) != (count > 0))
+        violation(V_READINESS, "readiness out of step with everyone quiet: fd %s, "
+                  "count %llu", fd_readable(R.impl.fd) ? "readable"
+                  : "not readable", (unsigned long long)count);
+}
+
+/* ---- one schedule ------------------------------------------------------ */
+
+static int
+enabled(int i)
+{
+    return R.actors[i].state == ST_RUNNABLE;
+}
+
+/* The choices at this step; option 0 is the default (no preemption). */
+static int
+options(ex_opt *o)
+{
+    int n = 0, i, cur = R.cur;
+    int cur_on = cur >= 0 && enabled(cur);
+    if (cur_on)
+        o[n++] = (ex_opt){ OPT_RUN, (unsigned char)cur, 0 };
+    for (i = 0; i < R.n; i++)
+        if (i != cur && enabled(i))
+            o[n++] = (ex_opt){ OPT_RUN, (unsigned char)i, (unsigned char)cur_on };
+    if (cur_on && S.kill && R.died < 0 && R.steps > 0)
+        o[n++] = (ex_opt){ OPT_DIE, (unsigned char)cur, 0 };
+    if (n == 0) {
+        for (i = 0; i < R.n; i++)
+            if (R.actors[i].state == ST_BLOCKED && R.actors[i].has_timeout)
+                o[n++] = (ex_opt){ OPT_TIMEOUT, (unsigned char)i, 0 };
+    }
+    return n;
+}
+
+/* Pick an option: replay the recorded prefix, else take the default. */
+static int
+decide(const ex_opt *o, int n, const char *where)
+{
+    ex_decision *d;
+    if (n == 1)
+        return 0;
+    if (R.ndec >= MAX_DECISIONS) {
+        fprintf(stderr, "explore: more than %d decisions in a schedule\n",
+                MAX_DECISIONS);
+        exit(2);
+    }
+    d = &S.dec[R.ndec];
+    if (R.ndec < S.nreplay) {
+        if (d->nopts != n || d->where != where) {
+            fprintf(stderr, "explore: replay diverged at decision %d (%s): "
+                    "the code is not deterministic under the schedule\n",
+                    R.ndec, where ? where : "start");
+            exit(2);
+        }
+    }
+    else {
+        d->nopts = n;
+        d->chosen = 0;
+        d->where = where;
+    }
+    d->pre = R.pre;
+    memcpy(d->opts, o, (size_t)n * sizeof(*o));
+    R.ndec++;
+    return d->chosen;
+}
+
+static void
+join_if_gone(ex_actor *a)
+{
+    if (a->state == ST_DONE || a->state == ST_DEAD) {
+        pthread_join(a->thread, NULL);
+        sem_destroy(&a->go);
+    }
+}
+
+static void
+apply(const ex_opt *o)
+{
+    ex_actor *a = &R.actors[o->actor];
+    R.pre += o->cost;
+    switch (o->kind) {
+    case OPT_RUN:
+        if (o->cost)
+            trace_add(a->id, TR_SCHED, "preempts", 0);
+        R.cur = a->id;
+        sem_post(&a->go);
+        sched_wait();
+        join_if_gone(a);
+        break;
+    case OPT_DIE:
+        trace_add(a->id, TR_SCHED, "dies here", 0);
+        R.died = a->id;
+        a->die = 1;
+        sem_post(&a->go);
+        sched_wait();
+        join_if_gone(a);
+        S.deaths++;
+        break;
+    case OPT_TIMEOUT:
+        trace_add(a->id, TR_SCHED, "times out (100 ms re-check)", 0);
+        a->state = ST_RUNNABLE;
+        a->timed_out = 1;
+        S.timeouts++;
+        break;
+    }
+}
+
+static const char *
+current_point(void)
+{
+    int i;
+    for (i = R.ntrace - 1; i >= 0; i--)
+        if (R.trace[i].kind == TR_POINT)
+            return R.trace[i].text;
+    return NULL;
+}
+
+static void
+open_object(const ex_scenario *sc)
+{
+    int err;
+    memset(&R.impl, 0, sizeof(R.impl));
+    R.impl.ops = sc->backend;
+    R.impl.chan_eventfd = !S.pipe_chan;
+    R.impl.nowait = 1;
+    R.impl.proc = &proc_zero;
+    R.impl.fd = R.impl.wfd = R.impl.shmfd = -1;
+    if ((err = sc->backend->open(&R.impl, sc->initval, 1, 1)) != 0)
+        die_setup("open", err);
+    if (sc->arm && R.impl.ops->arm != NULL)
+        R.impl.ops->arm(&R.impl);
+}
+
+static void
+start_actors(const ex_scenario *sc)
+{
+    int i, err;
+    R.n = sc->nactors;
+    for (i = 0; i < R.n; i++) {
+        ex_actor *a = &R.actors[i];
+        memset(a, 0, sizeof(*a));
+        a->id = i;
+        a->name = (char)('A' + i);
+        a->body = sc->bodies[i];
+        a->kind = -1;
+        a->state = ST_RUNNABLE;
+        sem_init(&a->go, 0, 0);
+        if ((err = pthread_create(&a->thread, NULL, actor_main, a)) != 0)
+            die_setup("pthread_create", err);
+    }
+}
+
+/* Run one schedule from a fresh object to the end; check; close. */
+static void
+run_schedule(const ex_scenario *sc)
+{
+    R.sc = sc;
+    R.cur = R.died = -1;
+    R.pre = R.steps = R.ndec = R.ntrace = 0;
+    R.wait_clock = 0;
+    R.violation[0] = '\0';
+    R.vseen = 0;
+    open_object(sc);
+    R.ntrace = 0;                   /* the open's own probe is no news */
+    start_actors(sc);
+    for (;;) {
+        ex_opt o[MAX_OPTS];
+        int n, c, i, any_runnable = 0, any_blocked = 0;
+        check_counted();
+        for (i = 0; i < R.n; i++) {
+            any_runnable |= enabled(i);
+            any_blocked |= R.actors[i].state == ST_BLOCKED;
+        }
+        if (!any_runnable && !any_blocked)
+            break;
+        if (!any_runnable)
+            check_quiet();
+        n = options(o);
+        if (n == 0) {
+            fprintf(stderr, "explore: %s: actors blocked without a "
+                    "timeout and nobody to wake them\n", sc->name);
+            exit(2);
+        }
+        if (++R.steps > MAX_STEPS) {
+            fprintf(stderr, "explore: %s: a schedule ran %d steps "
+                    "(livelock?)\n", sc->name, MAX_STEPS);
+            exit(2);
+        }
+        c = decide(o, n, R.cur >= 0 && any_runnable ? current_point() : NULL);
+        apply(&o[c]);
+    }
+    check_end();
+    R.impl.ops->close(&R.impl);
+}
+
+/* ---- the search -------------------------------------------------------- */
+
+/* Set up the next schedule: the deepest decision with an untried option
+ * within the preemption bound.  0 when the space is exhausted. */
+static int
+backtrack(void)
+{
+    int d, j;
+    for (d = R.ndec - 1; d >= 0; d--) {
+        ex_decision *x = &S.dec[d];
+        for (j = x->chosen + 1; j < x->nopts; j++)
+            if (x->pre + x->opts[j].cost <= S.bound) {
+                x->chosen = j;
+                S.nreplay = d + 1;
+                return 1;
+            }
+    }
+    return 0;
+}
+
+/* Count a failing schedule; keep it if it is the first of some kind. */
+static void
+keep_failure(void)
+{
+    int k, kept = 0;
+    S.violations++;
+    for (k = 0; k < V_KINDS; k++) {
+        struct ex_failure *f = &S.first[k];
+        if (!((R.vseen >> k) & 1))
+            continue;
+        S.vkinds[k]++;
+        if (f->have || kept)
+            continue;
+        /* one copy per schedule: under the first kind it is new for */
+        kept = f->have = 1;
+        snprintf(f->msg, sizeof(f->msg), "%s", R.vmsg[k]);
+        memcpy(f->vmsg, R.vmsg, sizeof(f->vmsg));
+        f->ntrace = R.ntrace;
+        memcpy(f->trace, R.trace, (size_t)R.ntrace * sizeof(ex_trace));
+    }
+}
+
+static void
+print_trace(const struct ex_failure *f)
+{
+    const ex_trace *t = f->trace;
+    int i, n = f->ntrace;
+    for (i = 0; i < n; i++) {
+        char who = t[i].actor >= 0 ? (char)('A' + t[i].actor) : '*';
+        switch (t[i].kind) {
+        case TR_POINT:
+            printf("    %c: %s\n", who, t[i].text);
+            break;
+        case TR_NOTE:
+            if (t[i].v != NOVAL)
+                printf("    %c:   %s %lld\n", who, t[i].text, t[i].v);
+            else
+                printf("    %c:   %s\n", who, t[i].text);
+            break;
+        case TR_VIOLATION:          /* noticed here */
+            printf("  !! %s\n", f->vmsg[t[i].v]);
+            break;
+        default:
+            printf("  -- %c %s\n", who, t[i].text);
+        }
+    }
+}
+
+static double
+now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Explore one scenario; print its line.  Returns 1 if anything failed. */
+static int
+explore(const ex_scenario *sc)
+{
+    double t0 = now_s();
+    int fds0, fds1, truncated = 0, i;
+
+    memset(&S.schedules, 0, sizeof(S) - offsetof(__typeof__(S), schedules));
+    S.nreplay = 0;
+    if (sc->backend->open == NULL) {
+        printf("%-28s skipped: backend %s absent here\n", sc->name,
+               sc->backend->name);
+        return 0;
+    }
+    fds0 = open_fds();
+    for (;;) {
+        run_schedule(sc);
+        S.schedules++;
+        if (R.violation[0])
+            keep_failure();
+        if (!backtrack())
+            break;
+        if (S.max_schedules && S.schedules >= S.max_schedules) {
+            truncated = 1;
+            break;
+        }
+    }
+    fds1 = open_fds();
+    printf("%-28s points %d, actors %d, schedules %ld%s, deaths %ld, "
+           "timeouts %ld, %.2f s, violations %ld (bound %d%s)\n",
+           sc->name, distinct_names(), sc->nactors, S.schedules,
+           truncated ? " (truncated by -m)" : "", S.deaths, S.timeouts,
+           now_s() - t0, S.violations, S.bound, S.kill ? ", deaths" : "");
+    for (i = 0; i < V_KINDS; i++)
+        if (S.vkinds[i])
+            printf("  %ld schedule(s): %s\n", S.vkinds[i], v_names[i]);
+    if (fds1 != fds0)
+        printf("  !! descriptors leaked: %d open before, %d after\n",
+               fds0, fds1);
+    for (i = 0; i < V_KINDS; i++)
+        if (S.first[i].have) {
+            printf("  first failing schedule for \"%s\" (%s):\n",
+                   v_names[i], S.first[i].msg);
+            print_trace(&S.first[i]);
+        }
+    fflush(stdout);
+    return S.violations > 0 || fds1 != fds0;
+}
+
+/* One actor runs at a time anyway: keep all on one CPU, where each
+ * hand-over is a cheap switch rather than a cross-CPU wake-up (3x). */
+static void
+pin_to_one_cpu(void)
+{
+    cpu_set_t set;
+    int cpu = sched_getcpu();
+    if (cpu < 0)
+        return;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    (void)sched_setaffinity(0, sizeof(set), &set);
+}
+
+static void
+usage(void)
+{
+    fprintf(stderr, "usage: explore [-p BOUND] [-k] [-s SCENARIO] [-P] "
+            "[-m MAX] [-l]\n");
+    exit(2);
+}
+
+int
+main(int argc, char **argv)
+{
+    const char *only = NULL;
+    int opt, i, failed = 0, ran = 0;
+
+    S.bound = 2;
+    while ((opt = getopt(argc, argv, "p:ks:Pm:l")) != -1) {
+        switch (opt) {
+        case 'p': S.bound = atoi(optarg); break;
+        case 'k': S.kill = 1; break;
+        case 's': only = optarg; break;
+        case 'P': S.pipe_chan = 1; break;
+        case 'm': S.max_schedules = atol(optarg); break;
+        case 'l':
+            for (i = 0; i < ex_nscenarios; i++)
+                printf("%-28s %s\n", ex_scenarios[i].name,
+                       ex_scenarios[i].what);
+            return 0;
+        default: usage();
+        }
+    }
+    if (optind != argc)
+        usage();
+    pin_to_one_cpu();
+    if (sem_init(&R.sched, 0, 0) < 0)
+        die_setup("sem_init", errno);
+    for (i = 0; i < ex_nscenarios; i++) {
+        if (only != NULL && strcmp(only, ex_scenarios[i].name) != 0)
+            continue;
+        ran++;
+        failed |= explore(&ex_scenarios[i]);
+    }
+    if (ran == 0) {
+        fprintf(stderr, "explore: no scenario named %s (-l lists them)\n",
+                only);
+        return 2;
+    }
+    return failed;
+}

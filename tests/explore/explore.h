@@ -1,0 +1,56 @@
+/*
+ * explore.h -- the interleaving explorer's interface between its engine
+ * (explore.c: scheduler, futex model, search, invariants) and its
+ * scenarios (scenarios.c: who does what to one efd object).
+ *
+ * An actor is a pthread that runs one scenario body.  Exactly one actor
+ * runs at a time; each EFD_POINT of the protocol code hands control back
+ * to the engine, which decides who runs next.  Bodies drive the protocol
+ * only through the backend table (efd.h) with the act_* helpers below,
+ * which keep the books the invariants need (units released, acquired, in
+ * flight; timeouts; give-ups).
+ */
+#ifndef EFD_EXPLORE_TEST_H
+#define EFD_EXPLORE_TEST_H
+
+#include "efd.h"
+
+/* The one place that calls ops->ticket: it will become ticket(impl, kind). */
+#define EX_TICKET(impl, kind) ((impl)->ops->ticket((impl), (kind)))
+
+/* How many 100 ms re-checks a blocking acquire or wait sits through with
+ * nothing there before it gives up (as a caller's deadline would). */
+#define EX_MAX_TIMEOUTS 2
+
+typedef struct ex_actor ex_actor;
+typedef void (*ex_body)(ex_actor *self);
+
+typedef struct ex_scenario {
+    const char *name;
+    const char *what;               /* one line: what it exercises */
+    const efd_backend *backend;
+    uint64_t initval;
+    int arm;                        /* call ops->arm before the actors run */
+    int nactors;                    /* 2 or 3 */
+    ex_body bodies[3];              /* actors A, B, C */
+} ex_scenario;
+
+extern const ex_scenario ex_scenarios[];
+extern const int ex_nscenarios;
+
+/* ---- what a body may call (explore.c) ---------------------------------- */
+
+efd_impl *act_impl(ex_actor *a);
+/* One try_read (semaphore mode: 1 unit).  Returns 0 or an errno. */
+int act_try_read(ex_actor *a);
+/* One try_write(n). */
+int act_release(ex_actor *a, uint64_t n);
+/* A blocking acquire as efd_wait() runs it on a block() backend:
+ * loop { ticket; try_read; block(READ, ticket, 100 ms) }, giving up after
+ * EX_MAX_TIMEOUTS re-checks in a row with nothing taken, and then passing
+ * a wake-up on with interrupt(impl, 0).  Returns 0 if it took a unit. */
+int act_acquire(ex_actor *a);
+/* Event.wait(): loop { ticket; peek > 0?; block(READY, ticket, 100 ms) }. */
+int act_watch(ex_actor *a);
+
+#endif /* EFD_EXPLORE_TEST_H */
