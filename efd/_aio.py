@@ -222,6 +222,8 @@ def _forget_in_child() -> None:
     # parent's epoll instances and a remove_reader() here would remove the
     # parent's registration.
     global _lock
+    for ev, _loop in _registry:
+        ev._aio_records = 0
     _registry.clear()
     _closing.clear()
     _lock = threading.Lock()
@@ -290,6 +292,8 @@ def _publish(record: Any) -> None:
     with _lock:
         if record.ev in _closing or record.ev.closed:
             raise ValueError(_CLOSED_MESSAGE)
+        if _registry.get(record.key) is None:
+            record.ev._aio_records += 1      # the C drop-ins look at it
         _registry[record.key] = record
 
 
@@ -297,6 +301,7 @@ def _unpublish(record: Any) -> None:
     with _lock:
         if _registry.get(record.key) is record:
             del _registry[record.key]
+            record.ev._aio_records -= 1
 
 
 def _records_of(ev: "EventFD") -> List[Any]:

@@ -39,17 +39,29 @@ class WouldBlock(Exception):
     __module__ = "efd"
 
 
-_sem_acquire = _efd.Semaphore.acquire
-_event_wait = _efd.Event.wait
 _event_is_set = _efd.Event.is_set
 
 
-def _warn_blocking(obj: object, method: str, instead: str) -> None:
+def _warn_blocking(obj: object, method: str, instead: str,
+                   stacklevel: int = 3) -> None:
     # A blocking call about to wait on a thread whose event loop runs.
+    if method == "__enter__":
+        what = "'with' on efd.%s" % type(obj).__name__
+    else:
+        what = "efd.%s.%s()" % (type(obj).__name__, method)
     warnings.warn(
-        "efd.%s.%s() blocks the running event loop of this thread; use "
-        "'await %s' in a coroutine" % (type(obj).__name__, method, instead),
-        RuntimeWarning, stacklevel=3)
+        "%s blocks the running event loop of this thread; use '%s%s' in a "
+        "coroutine" % (what, "" if instead.startswith("async ") else "await ",
+                       instead),
+        RuntimeWarning, stacklevel=stacklevel)
+
+
+def _before_block(obj: object, method: str, instead: str) -> None:
+    # Called by the C core of the drop-ins (efd_sync.c) once a blocking
+    # call found nothing and is about to wait: warn if this thread runs an
+    # event loop.  Nothing has been taken yet.
+    if _aio.loop_running():
+        _warn_blocking(obj, method, instead, stacklevel=3)
 
 #: threading's classes have had a repr of their own since Python 3.11.
 _THREADING_REPR = sys.version_info >= (3, 11)
@@ -204,68 +216,6 @@ class Semaphore(_OnEventFD, _efd.Semaphore):
     def _bound_for(value: int) -> Tuple[int, ...]:
         return ()
 
-    def acquire(self, blocking: bool = True,
-                timeout: Optional[float] = None) -> bool:
-        """Take one unit, waiting for one if needed, as
-        :meth:`threading.Semaphore.acquire` does.
-
-        Args:
-            blocking: False to only try.
-            timeout: Seconds to wait at most (``None``: no limit; not
-                above zero: only try).  A timeout with ``blocking=False``
-                is :class:`ValueError`, as in :mod:`threading`.
-
-        Returns:
-            True once a unit is taken; False if none came in time (or,
-            not blocking, none was there).
-
-        A call that would wait on a thread whose event loop is running
-        (asyncio, uvloop, trio, anyio) first warns
-        (:class:`RuntimeWarning`, naming :meth:`acquire_async`); nothing
-        is taken before the warning, so a warning turned into an error
-        leaves the count as it was.  While tasks of this process are
-        queued in :meth:`acquire_async` (or in :mod:`efd.aio`), a
-        non-blocking call returns False rather than take a unit meant for
-        them.
-
-        Raises:
-            ValueError: The semaphore is closed; ``timeout`` is NaN, or
-                given with ``blocking=False``.
-            TypeError: ``timeout`` is not a number.
-        """
-        if not blocking or timeout is not None or (
-                _aio._registry and _aio.queued_anywhere(self._ev)):
-            return self._acquire_slow(blocking, timeout)
-        if _sem_acquire(self, False):
-            return True
-        if _aio.loop_running():
-            _warn_blocking(self, "acquire", "sem.acquire_async()")
-        return _sem_acquire(self)
-
-    def _acquire_slow(self, blocking: Any, timeout: Any) -> bool:
-        # The forms that are not "block without limit": validate as the C
-        # core does, without taking anything first.
-        if not blocking:
-            if timeout is not None:
-                raise ValueError("can't specify timeout for non-blocking "
-                                 "acquire")
-            if _aio._registry and _aio.queued_anywhere(self._ev):
-                if self._ev.closed:
-                    return _sem_acquire(self, False)  # raises: closed
-                return False
-            return _sem_acquire(self, False)
-        seconds = _efd._check_timeout(timeout, _efd._TIMEOUT_THREADING)
-        if seconds == 0:                 # only tries
-            if _aio._registry and _aio.queued_anywhere(self._ev):
-                return False
-            return _sem_acquire(self, False)
-        if not (_aio._registry and _aio.queued_anywhere(self._ev)):
-            if _sem_acquire(self, False):
-                return True
-        if _aio.loop_running():
-            _warn_blocking(self, "acquire", "sem.acquire_async()")
-        return _sem_acquire(self, True, timeout)
-
     def _describe(self) -> str:
         value = self._ev._peek()
         return "value=%s" % ("?" if value is None else value)
@@ -386,33 +336,6 @@ class Event(_OnEventFD, _efd.Event):
             warnings.warn("isSet() is deprecated, use is_set() instead",
                           DeprecationWarning, stacklevel=2)
         return self.is_set()
-
-    def wait(self, timeout: Optional[float] = None) -> bool:
-        """Wait until the flag is set, as :meth:`threading.Event.wait`
-        does.
-
-        Args:
-            timeout: Seconds to wait at most; ``None`` waits without
-                limit; a timeout that is not above zero (or NaN) only
-                looks.
-
-        Returns:
-            True once the flag is set; False if the time ran out first.
-
-        A call that would wait on a thread whose event loop is running
-        first warns (:class:`RuntimeWarning`, naming :meth:`wait_async`).
-
-        Raises:
-            ValueError: The event is closed.
-            TypeError: ``timeout`` is not a number.
-        """
-        if _event_is_set(self):
-            return True
-        if (timeout is None or (isinstance(timeout, (int, float))
-                                and timeout > 0)) and _aio.loop_running():
-            _warn_blocking(self, "wait", "event.wait_async()")
-        result: bool = _event_wait(self, timeout)
-        return result
 
     def set(self) -> None:
         """Set the flag and wake every waiter, in every process.

@@ -78,6 +78,11 @@ typedef struct {
     /* How often this process's waiters woke for an event, and for a bare
      * re-check (EventFD._wakeups()); updated without the GIL. */
     uint64_t woken, rechecks;
+    /* Records of efd/_aio.py's waiting loops for this object (asyncio
+     * tasks queued for its units): kept by _aio (EventFD._aio_records);
+     * a non-blocking acquire of a drop-in asks _aio whether a unit is
+     * meant for them only while this is above zero. */
+    int aio_records;
     efd_state *state;     /* the module's (kept alive as impl.proc says) */
 #if PY_VERSION_HEX < 0x03090000
     PyObject *module;  /* 3.8: keeps the state impl.proc points into alive */

@@ -729,6 +729,9 @@ static PyGetSetDef eventfd_getset[] = {
 static PyMemberDef eventfd_members[] = {
     {"__weaklistoffset__", T_PYSSIZET,
      offsetof(eventfd_object, weakreflist), READONLY, NULL},
+    {"_aio_records", T_INT, offsetof(eventfd_object, aio_records), 0,
+     "Loops of this process with tasks waiting for this object's units "
+     "(kept by efd._aio)."},
     {NULL, 0, 0, 0, NULL},
 };
 

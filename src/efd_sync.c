@@ -130,23 +130,84 @@ static PyMemberDef sync_members[] = {
 
 /* ---- Semaphore --------------------------------------------------------- */
 
+/* A blocking call of a drop-in is about to wait: efd._sync._before_block
+ * warns if this thread runs an event loop (RuntimeWarning, naming the
+ * async way).  Called only once a try found nothing, so that the fast
+ * paths pay nothing for it. */
+static int
+before_block(sync_object *self, const char *method, const char *instead)
+{
+    PyObject *mod = PyImport_ImportModule("efd._sync"), *r;
+    if (mod == NULL)
+        return -1;
+    r = PyObject_CallMethod(mod, "_before_block", "Oss", (PyObject *)self,
+                            method, instead);
+    Py_DECREF(mod);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* Whether tasks of this process queue for the semaphore's units (a
+ * non-blocking acquire must not take a unit meant for them): asked of
+ * efd._aio only while it has records for the object.  1, 0, or -1. */
+static int
+async_queued(sync_object *self)
+{
+    PyObject *mod, *r;
+    int q;
+    if (self->ev->aio_records <= 0)
+        return 0;
+    if ((mod = PyImport_ImportModule("efd._aio")) == NULL)
+        return -1;
+    r = PyObject_CallMethod(mod, "queued_anywhere", "O",
+                            (PyObject *)self->ev);
+    Py_DECREF(mod);
+    if (r == NULL)
+        return -1;
+    q = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return q;
+}
+
+/* Take one unit: try; if nothing is there and the caller waits, warn if
+ * an event loop runs on this thread, then wait. */
+static PyObject *
+sem_take(sync_object *self, int blocking, double timeout, const char *method,
+         const char *instead)
+{
+    uint64_t value;
+    int r;
+    EV_OPEN(self);
+    if (!blocking || timeout == 0) {
+        if ((r = async_queued(self)) != 0)
+            return r < 0 ? NULL : PyBool_FromLong(0);
+        blocking = 0;
+    }
+    r = efd_wait(self->ev, EFD_OP_READ, &value, 0, 0.0);
+    if (r == 0 && blocking) {
+        if (before_block(self, method, instead) < 0)
+            return NULL;
+        r = efd_wait(self->ev, EFD_OP_READ, &value, 1, timeout);
+    }
+    if (r < 0)
+        return NULL;
+    return PyBool_FromLong(r);
+}
+
 static PyObject *
 sem_acquire(sync_object *self, PyObject *const *args, Py_ssize_t nargs,
             PyObject *kwnames)
 {
-    int blocking, r;
+    int blocking;
     double timeout;
-    uint64_t value;
 
     if (efd_parse_acquire(args, nargs, kwnames, EFD_TIMEOUT_THREADING,
                           &blocking, &timeout) < 0)
         return NULL;
-    EV_OPEN(self);
-    r = efd_wait(self->ev, EFD_OP_READ, &value, blocking && timeout != 0,
-                 timeout);
-    if (r < 0)
-        return NULL;
-    return PyBool_FromLong(r);
+    return sem_take(self, blocking, timeout, "acquire",
+                    "sem.acquire_async()");
 }
 
 /* Add n, refusing to pass `bound` (BoundedSemaphore) or the maximum. */
@@ -210,13 +271,7 @@ too_many:
 static PyObject *
 sem_enter(sync_object *self, PyObject *Py_UNUSED(ignored))
 {
-    uint64_t value;
-    int r;
-    EV_OPEN(self);
-    r = efd_wait(self->ev, EFD_OP_READ, &value, 1, EFD_FOREVER);
-    if (r < 0)
-        return NULL;
-    return PyBool_FromLong(r);
+    return sem_take(self, 1, EFD_FOREVER, "__enter__", "async with sem");
 }
 
 static PyObject *
@@ -241,7 +296,12 @@ static PyMethodDef sem_methods[] = {
      "acquire($self, /, blocking=True, timeout=None)\n--\n\n"
      "Take one unit, waiting for one if needed, as threading.Semaphore "
      "does: return True once taken, False if none came within timeout "
-     "seconds (a timeout that is not above zero only tries)."},
+     "seconds (a timeout that is not above zero only tries).  A call "
+     "that would wait on a thread whose event loop is running first warns "
+     "(RuntimeWarning, naming acquire_async()); nothing is taken before "
+     "the warning.  While tasks of this process are queued in "
+     "acquire_async() (or in efd.aio), a call that only tries returns "
+     "False rather than take a unit meant for them."},
     {"release", (PyCFunction)(void (*)(void))sem_release, FASTKW,
      "release($self, /, n=1)\n--\n\n"
      "Add n units, waking up to n waiters in any process.  A "
@@ -349,7 +409,12 @@ event_wait(sync_object *self, PyObject *const *args, Py_ssize_t nargs,
         return NULL;
     }
 #endif
-    r = efd_wait(self->ev, EFD_OP_READY, &unused, timeout != 0, timeout);
+    r = efd_wait(self->ev, EFD_OP_READY, &unused, 0, 0.0);
+    if (r == 0 && timeout != 0) {
+        if (before_block(self, "wait", "event.wait_async()") < 0)
+            return NULL;
+        r = efd_wait(self->ev, EFD_OP_READY, &unused, 1, timeout);
+    }
     if (r < 0)
         return NULL;
     return PyBool_FromLong(r);
@@ -369,7 +434,9 @@ static PyMethodDef event_methods[] = {
     {"wait", (PyCFunction)(void (*)(void))event_wait, FASTKW,
      "wait($self, /, timeout=None)\n--\n\n"
      "Block until the flag is set or timeout seconds pass (a timeout that "
-     "is not above zero only looks); return the flag."},
+     "is not above zero only looks); return the flag.  A call that would "
+     "wait on a thread whose event loop is running first warns "
+     "(RuntimeWarning, naming wait_async())."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -481,8 +481,17 @@ def test_blocking_call_in_a_running_loop_warns(backend, arun):
                     sem.acquire()
                 with pytest.raises(RuntimeWarning):
                     ev.wait()
+                # `with sem:` too, naming `async with`.
+                with pytest.raises(RuntimeWarning, match="async with sem"):
+                    with sem:
+                        pytest.fail("entered the block")  # pragma: no cover
             sem.release()
             assert sem.acquire(False)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                sem.release()
+                with sem:                     # would not block: no warning
+                    pass
         finally:
             sem.close(), ev.close()
     arun(main)
