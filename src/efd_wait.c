@@ -28,7 +28,9 @@
  * efd.Event.set() -- never depends on which of them drains a shared one first.
  * The object keeps one spare channel, so a lone waiter costs no extra
  * syscall.  State copied into a fork child (waiters, users, the spare) is
- * the parent's: the child forgets it and closes its copies of those fds.
+ * the parent's: the child forgets it and closes its copies of those fds,
+ * but for the waits of the thread that forked (from a signal handler run
+ * inside them), which go on as the child's (see forget_parent).
  */
 #include "efd_module.h"
 
