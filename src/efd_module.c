@@ -376,6 +376,7 @@ efd_fn_after_fork(PyObject *module, PyObject *Py_UNUSED(ignored))
     st->proc++;
     st->probed = 0;
     st->main_ident = PyThread_get_thread_ident();
+    st->fork_thread = efd_thread_id();
     Py_RETURN_NONE;
 }
 
@@ -502,6 +503,7 @@ efd_exec(PyObject *module)
     st->probed = 0;
     st->nowait = -1;
     st->proc = 1;
+    st->fork_thread = 0;
     st->herd = -1;
     if (main_thread_ident(&st->main_ident) < 0)
         return -1;

@@ -31,6 +31,10 @@ typedef struct {
      * thread; a fork child's only thread): the only waiter that must take
      * the GIL after a bare re-check, to run them. */
     unsigned long main_ident;
+    /* The thread that forked this process (efd_thread_id(); 0 in a
+     * process that was not made by fork): the only thread of the parent
+     * that lives on here, so the only one whose waits are still ours. */
+    uint64_t fork_thread;
 } efd_state;
 
 /* One thread waiting in efd_wait() with the GIL released.  The record is
@@ -46,6 +50,7 @@ typedef struct efd_waiter {
     int op;             /* what it waits for (EFD_OP_*) */
     int kind;           /* EFD_WAITER_* */
     int chosen;         /* HERD: a readiness event woke it (efd_herd.c) */
+    uint64_t thread;    /* the waiting thread (efd_thread_id()) */
 } efd_waiter;
 
 /* How a waiter sleeps: in poll() with its wake channel; in poll() without
@@ -192,6 +197,10 @@ int efd_pass_on(eventfd_object *self);
 
 /* This process's number among its ancestors (efd_impl.proc). */
 uint32_t efd_self_proc(eventfd_object *self);
+
+/* The calling thread (GIL held), as the interpreter numbers its threads:
+ * never reused by a later thread, and kept by the thread that forks. */
+uint64_t efd_thread_id(void);
 
 /* ---- errors (efd_errors.c) ---- */
 

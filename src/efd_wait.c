@@ -28,7 +28,9 @@
  * efd.Event.set() -- never depends on which of them drains a shared one first.
  * The object keeps one spare channel, so a lone waiter costs no extra
  * syscall.  State copied into a fork child (waiters, users, the spare) is
- * the parent's: the child forgets it and closes its copies of those fds.
+ * the parent's: the child forgets it and closes its copies of those fds,
+ * but for the waits of the thread that forked (from a signal handler run
+ * inside them), which go on as the child's (see forget_parent).
  */
 #include "efd_module.h"
 
@@ -74,18 +76,113 @@ efd_self_proc(eventfd_object *self)
 
 /* ---- who is inside the object ------------------------------------------ */
 
+/* Re-entry and fork (issue 17).  A wait takes the GIL between sleeps to run
+ * signal handlers (PEP 475), so Python code can run on the waiting thread
+ * while its record is linked: a handler may call the object again (a
+ * nested wait, release()), close it, or fork.  The bookkeeping holds for
+ * all three:
+ *
+ *   - A record belongs to its thread (`thread`, the interpreter's number
+ *     for it, never reused) and is unlinked and freed by that thread's
+ *     waiter_end() only.  Nested waits of one thread are records of their
+ *     own, each counted in `users`.
+ *   - close() from a handler only marks the object closed and pokes the
+ *     records (`users` counts the interrupted wait): the wait ends with
+ *     ValueError and, as the last user, closes the descriptors.
+ *   - fork: the object's books are the parent's until check_fork() sees a
+ *     new process.  Then forget_parent() frees the records of every thread
+ *     but the one that forked (they do not exist here), and keeps that
+ *     thread's -- its interrupted waits, nested or not, will resume here --
+ *     relinked and counted, each with a wake channel of its own: the copy
+ *     of the parent's is closed (the parent's waiter still polls it), and a
+ *     herd sleeper becomes a channel sleeper (the herd is the parent's).
+ *     Keyed on the forking thread (recorded by the fork hook), not on the
+ *     thread that happens to call check_fork() first: a thread started in
+ *     the child may touch the object before the forking thread's wait has
+ *     resumed, and a pthread_t may be reused by it, a thread number not.
+ *   - Every point of the wait loop after which Python code may have run
+ *     (the handlers; an exception's allocation, which may run finalizers)
+ *     calls check_fork(), and a wait that finds itself in a new process
+ *     takes up its renewed record (kind, channel) before it sleeps again.
+ *
+ * So `users` counts exactly the live records and stretches of this
+ * process, and waiter_end() only ever touches a live record. */
+
+uint64_t
+efd_thread_id(void)
+{
+#if PY_VERSION_HEX >= 0x03090000
+    return PyThreadState_GetID(PyThreadState_Get());
+#else
+    return (uint64_t)PyThreadState_Get()->id;
+#endif
+}
+
+/* A wake channel for a waiter of this object: 0 or an errno. */
+static int
+open_channel(eventfd_object *self, int *rfd, int *wfd)
+{
+    return efd_chan_open(rfd, wfd, self->impl.ops->syscall_always
+                                   || self->impl.chan_eventfd, 1);
+}
+
+static void
+link_waiter(eventfd_object *self, efd_waiter *w)
+{
+    w->next = self->waiters;
+    w->pprev = &self->waiters;
+    if (self->waiters != NULL)
+        self->waiters->pprev = &w->next;
+    self->waiters = w;
+    self->users++;
+}
+
+static void
+unlink_waiter(efd_waiter *w)
+{
+    *w->pprev = w->next;
+    if (w->next != NULL)
+        w->next->pprev = w->pprev;
+}
+
+/* A record of a parent's thread that does not exist here: close this
+ * process's copy of its wake channel (the parent's stays open). */
+static void
+drop_waiter(efd_waiter *w)
+{
+    efd_chan_close(&w->rfd, &w->wfd);
+    PyMem_RawFree(w);
+}
+
+/* A record of the thread that forked, whose wait will resume here: a wake
+ * channel of its own, or none if none can be opened (it then looks every
+ * EFD_NOCHAN_MS); a block() sleeper needs none.  What woke it in the
+ * parent is gone with the parent's channel and herd: the wait looks before
+ * it sleeps again (efd_wait: resumed_in_child). */
+static void
+renew_waiter(eventfd_object *self, efd_waiter *w)
+{
+    w->poked = 0;
+    w->chosen = 0;
+    if (w->kind == EFD_WAITER_BLOCK)
+        return;
+    efd_chan_close(&w->rfd, &w->wfd);    /* HERD, NOCHANNEL: nothing open */
+    w->kind = EFD_WAITER_CHANNEL;
+    if (open_channel(self, &w->rfd, &w->wfd) != 0) {
+        w->rfd = w->wfd = -1;
+        w->kind = EFD_WAITER_NOCHANNEL;
+    }
+}
+
 /* The object was copied into this process by fork(): the waiters and users
- * it lists are threads of the parent.  Forget them, and close this
- * process's copies of their wake channels (the parent's stay open). */
+ * it lists are the parent's.  Forget them, but for the interrupted waits
+ * of the thread that forked (see above), and close this process's copies
+ * of the parent's wake channels and herd (the parent's stay open). */
 static void
 forget_parent(eventfd_object *self, uint32_t me)
 {
     efd_waiter *w = self->waiters, *next;
-    for (; w != NULL; w = next) {
-        next = w->next;
-        efd_chan_close(&w->rfd, &w->wfd);
-        PyMem_RawFree(w);
-    }
+    uint64_t survivor = self->state->fork_thread;
     self->waiters = NULL;
     self->users = 0;
     self->users_proc = me;
@@ -95,6 +192,15 @@ forget_parent(eventfd_object *self, uint32_t me)
         efd_chan_close(&self->spare_rfd, &self->spare_wfd);
     efd_herd_close(self);        /* the parent's instance, not ours */
     self->woken = self->rechecks = 0;
+    for (; w != NULL; w = next) {
+        next = w->next;
+        if (w->thread != survivor) {
+            drop_waiter(w);
+            continue;
+        }
+        link_waiter(self, w);
+        renew_waiter(self, w);
+    }
 }
 
 static void
@@ -115,7 +221,9 @@ efd_enter(eventfd_object *self)
 void
 efd_leave(eventfd_object *self)
 {
-    if (--self->users == 0 && self->closed)
+    /* Never below zero, whatever a caller got wrong: a negative count
+     * would keep close() from ever closing. */
+    if (self->users > 0 && --self->users == 0 && self->closed)
         efd_object_close(self);
 }
 
@@ -149,9 +257,7 @@ waiter_start(eventfd_object *self, int op)
         w->wfd = self->spare_wfd;
         self->spare_rfd = self->spare_wfd = -1;
     }
-    else if ((err = efd_chan_open(&w->rfd, &w->wfd,
-                                  self->impl.ops->syscall_always
-                                  || self->impl.chan_eventfd, 1)) != 0) {
+    else if ((err = open_channel(self, &w->rfd, &w->wfd)) != 0) {
         if (err != EMFILE && err != ENFILE && err != ENOMEM) {
             PyMem_RawFree(w);
             efd_err_errno(err);
@@ -164,21 +270,16 @@ waiter_start(eventfd_object *self, int op)
     }
     w->poked = 0;
     w->op = op;
-    w->next = self->waiters;
-    w->pprev = &self->waiters;
-    if (self->waiters != NULL)
-        self->waiters->pprev = &w->next;
-    self->waiters = w;
-    self->users++;
+    w->thread = efd_thread_id();
+    link_waiter(self, w);
     return w;
 }
 
 static void
 waiter_end(eventfd_object *self, efd_waiter *w)
 {
-    *w->pprev = w->next;
-    if (w->next != NULL)
-        w->next->pprev = w->pprev;
+    check_fork(self);                   /* w survives it: it is ours */
+    unlink_waiter(w);
     if (w->kind == EFD_WAITER_CHANNEL) {
         if (LOAD(&w->poked))
             efd_chan_drain(w->rfd);
@@ -431,6 +532,31 @@ sleep_once(eventfd_object *self, efd_waiter *w, int op, struct pollfd *pfd,
     return n;
 }
 
+/* A bare re-check (a slice ran out, nothing there) needs the GIL only to
+ * run signal handlers, which only the main thread runs: the others sleep
+ * again at once, so that a thousand idle readers do not queue for the GIL
+ * ten times a second each. */
+static int
+quiet_rechecks(eventfd_object *self, int op)
+{
+    return op == EFD_OP_READ
+           && PyThread_get_thread_ident() != self->state->main_ident;
+}
+
+/* Python code may have run on this thread since *proc was read (signal
+ * handlers; finalizers): if it forked, bring the object's books into this
+ * process (check_fork renews our record) and say so once.  The caller then
+ * drops what it knew of the parent's wake-ups. */
+static int
+resumed_in_child(eventfd_object *self, uint32_t *proc)
+{
+    check_fork(self);
+    if (self->users_proc == *proc)
+        return 0;
+    *proc = self->users_proc;
+    return 1;
+}
+
 int
 efd_wait(eventfd_object *self, int op, uint64_t *value,
          int blocking, double timeout)
@@ -440,7 +566,7 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
     uint64_t generation = LOAD(&self->generation);
     int err, result, pollout_lies = 0, first, quiet, rearm = 0;
     int busy = 0, backoff = 0;
-    uint32_t ticket = 0;
+    uint32_t ticket = 0, proc;
     efd_waiter *w;
 
     err = efd_attempt(self, op, value);
@@ -466,17 +592,13 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
     }
     if ((w = waiter_start(self, op)) == NULL)
         return -1;
+    proc = self->users_proc;
     if (impl->ops->syscall_always)
         (void)efd_ensure_nonblock(impl->fd);   /* see efd_eventfd.c */
     /* block() backends: the first pass only takes a ticket and looks (the
      * close and count checks above came before any ticket). */
     first = impl->ops->block != NULL;
-    /* A bare re-check (a slice ran out, nothing there) needs the GIL only
-     * to run signal handlers, which only the main thread runs: the others
-     * sleep again at once, so that a thousand idle readers do not queue
-     * for the GIL ten times a second each. */
-    quiet = op == EFD_OP_READ
-            && PyThread_get_thread_ident() != self->state->main_ident;
+    quiet = quiet_rechecks(self, op);
 
     for (;;) {
         efd_waitspec ws;
@@ -604,6 +726,14 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
             result = -1;
             break;
         }
+        if (resumed_in_child(self, &proc)) {
+            /* A handler forked: go on as this process's wait, with the
+             * renewed record; look before sleeping (a wake-up written to
+             * the parent's channel or herd is not ours to see). */
+            first = 1;
+            rearm = busy = backoff = 0;
+            quiet = quiet_rechecks(self, op);
+        }
         if (deadline >= 0 && monotonic_ns() >= deadline) {
             result = 0;
             break;
@@ -616,6 +746,8 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
         }
     }
 
+    if (resumed_in_child(self, &proc))
+        rearm = 0;                      /* the parent's herd, not ours */
     if (rearm)
         efd_herd_rearm(self);
     /* Still a user: the descriptors are open even if close() was called,
