@@ -18,7 +18,7 @@ import os
 import sys
 import warnings
 from types import TracebackType
-from typing import Any, Coroutine, Optional, Tuple, Type
+from typing import Any, Coroutine, Optional, Tuple, Type, TypeVar
 
 from . import MAX, EventFD, _aio, _efd
 
@@ -166,6 +166,24 @@ class _OnEventFD:
         """True once :meth:`close` has been called."""
         return self._ev.closed
 
+    @property
+    def value(self) -> int:
+        """The count now, shared by every process (a semaphore's free
+        units; an event's 1 while set, 0 while clear), without consuming
+        anything.  A snapshot: others may change it at once.
+
+        Raises:
+            ValueError: The object is closed.
+        """
+        if self._ev.closed:
+            raise ValueError("I/O operation on closed %s"
+                             % type(self).__name__)
+        value: int = self._ev.value
+        return value
+
+
+_Sem = TypeVar("_Sem", bound="Semaphore")
+
 
 def _rebuild(cls: Any, ev: EventFD, *state: Any) -> Any:
     # Unpickling in a child process: the same class around the EventFD the
@@ -205,11 +223,11 @@ class Semaphore(_OnEventFD, _efd.Semaphore):
     __slots__ = ()
     __module__ = "efd"
 
-    def __new__(cls, value: int = 1, *,
-                backend: Optional[str] = None) -> "Semaphore":
+    def __new__(cls: Type[_Sem], value: int = 1, *,
+                backend: Optional[str] = None) -> _Sem:
         ev = EventFD(_initial_value(value), semaphore=True,
                      backend=_default_backend(backend))
-        self: Semaphore = _efd.Semaphore.__new__(cls, ev, *cls._bound_for(value))
+        self: _Sem = _efd.Semaphore.__new__(cls, ev, *cls._bound_for(value))
         return self
 
     @staticmethod
@@ -322,6 +340,18 @@ class Event(_OnEventFD, _efd.Event):
 
     def _describe(self) -> str:
         return "set" if self.is_set() else "unset"
+
+    @property
+    def value(self) -> int:
+        """1 while the flag is set, 0 while it is clear.
+
+        Raises:
+            ValueError: The event is closed.
+        """
+        if self._ev.closed:
+            raise ValueError("I/O operation on closed %s"
+                             % type(self).__name__)
+        return 1 if self.is_set() else 0
 
     def isSet(self) -> bool:
         """Deprecated alias of :meth:`is_set`, as in :mod:`threading`.

@@ -707,7 +707,25 @@ get_wake_one(eventfd_object *self, void *Py_UNUSED(c))
     return PyBool_FromLong(efd_herd_wake_one(self));
 }
 
+/* value: the count now, without consuming it. */
+static PyObject *
+get_value(eventfd_object *self, void *Py_UNUSED(closure))
+{
+    uint64_t v;
+    CHECK_OPEN(self);
+    if (self->impl.ops->peek(&self->impl, &v) != 0) {
+        PyErr_Format(PyExc_OSError,
+                     "the count of a '%s' backend cannot be read here (no "
+                     "/proc/self/fdinfo?)", self->impl.ops->name);
+        return NULL;
+    }
+    return PyLong_FromUnsignedLongLong(v);
+}
+
 static PyGetSetDef eventfd_getset[] = {
+    {"value", (getter)get_value, NULL,
+     "The count now, without consuming it (read-only; a snapshot: other "
+     "threads and processes may change it at once).", NULL},
     {"closed", (getter)get_closed, NULL,
      "True once close() has been called.", NULL},
     {"semaphore", (getter)get_semaphore, NULL,

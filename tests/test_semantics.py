@@ -399,3 +399,43 @@ def test_selector_wakes_on_release(make):
         assert len(events) == 1 and events[0][0].fileobj is ev
         assert ev.acquire(blocking=False)
         assert sel.select(0) == []
+
+
+# ---- value: the count now (SPEC §6 clarifications) -------------------------
+
+
+def test_value_is_the_count_without_consuming(make, semaphore):
+    ev = make(5, semaphore=semaphore)
+    assert ev.value == 5
+    assert ev.value == 5                      # reading it takes nothing
+    ev.release(3)
+    assert ev.value == 8
+    assert ev.acquire(False)
+    assert ev.value == (7 if semaphore else 0)
+    with pytest.raises(AttributeError):
+        ev.value = 1                          # read-only
+    ev.close()
+    with pytest.raises(ValueError, match="closed"):
+        ev.value
+
+
+def test_dropins_value(backend):
+    sem = efd.BoundedSemaphore(3, backend=backend)
+    ev = efd.Event(backend=backend)
+    try:
+        assert sem.value == 3
+        assert sem.acquire(False) and sem.acquire(False)
+        assert sem.value == 1
+        sem.release()
+        assert sem.value == 2
+        assert ev.value == 0
+        ev.set()
+        ev.set()
+        assert ev.value == 1
+        ev.clear()
+        assert ev.value == 0
+    finally:
+        sem.close(), ev.close()
+    for obj in (sem, ev):
+        with pytest.raises(ValueError, match="closed %s" % type(obj).__name__):
+            obj.value
