@@ -94,6 +94,19 @@ typedef struct efd_impl {
      * every ancestor's (a pid would not: pids are reused).  Read without a
      * syscall. */
     const volatile uint32_t *proc;
+    /* Kernel backends: whether the descriptor's open file description may
+     * be in hands other than efd's of this process.  O_NONBLOCK lives on
+     * the description, so while nobody else can reach it, nobody can have
+     * cleared the flag, and a read may be a plain read() instead of
+     * preadv2(RWF_NOWAIT) (a third cheaper).  It may be elsewhere once
+     * fileno() or the descriptors were handed out (desc_shared), once this
+     * process forked (a fork child has it: *forks moved, counted in the
+     * parent by the module's fork hook), in a fork child (*proc moved),
+     * and for a descriptor made inheritable or adopted (desc_shared from
+     * the start).  See efd_attempt() (efd_wait.c). */
+    int desc_shared;
+    uint32_t desc_proc, desc_forks;
+    const volatile uint32_t *forks;
 } efd_impl;
 
 /* What a block() sleeper waits for. */
@@ -164,6 +177,10 @@ typedef struct efd_backend {
     int (*fds)(efd_impl *impl, int *out, int max);
     /* Release everything; leaves impl->fd == -1.  Never waits. */
     void (*close)(efd_impl *impl);
+    /* Optional (eventfd): try_read trusting the description's O_NONBLOCK
+     * (a plain read()): only while no one else can have cleared it
+     * (efd_impl.desc_shared), and only with the GIL held (efd_attempt). */
+    int (*try_read_owned)(efd_impl *impl, uint64_t *value);
 } efd_backend;
 
 extern const efd_backend efd_backend_eventfd;
@@ -176,6 +193,7 @@ int efd_futex_probe(void);
 /* Helpers shared by the eventfd-based backends (efd_eventfd.c). */
 int efd_kernel_open(uint64_t initval, int flags, int *out_fd);
 int efd_kernel_read(int fd, int nowait, uint64_t *value);
+int efd_kernel_read_plain(int fd, uint64_t *value);
 int efd_kernel_write(int fd, uint64_t value);
 int efd_kernel_fdinfo(int fd, uint64_t *count, int *semaphore);
 int efd_kernel_nowait_works(void);

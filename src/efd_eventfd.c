@@ -78,6 +78,17 @@ efd_kernel_read(int fd, int nowait, uint64_t *value)
     return n < 0 ? errno : EIO;
 }
 
+/* A plain read(), for a descriptor whose O_NONBLOCK nobody else can have
+ * cleared (efd_impl.desc_shared == 0). */
+int
+efd_kernel_read_plain(int fd, uint64_t *value)
+{
+    ssize_t n = read(fd, value, sizeof(*value));
+    if (n == (ssize_t)sizeof(*value))
+        return 0;
+    return n < 0 ? errno : EIO;
+}
+
 int
 efd_kernel_write(int fd, uint64_t value)
 {
@@ -220,6 +231,12 @@ ev_try_read(efd_impl *impl, uint64_t *value)
     return efd_kernel_read(impl->fd, impl->nowait, value);
 }
 
+static int
+ev_try_read_owned(efd_impl *impl, uint64_t *value)
+{
+    return efd_kernel_read_plain(impl->fd, value);
+}
+
 int
 efd_ev_try_write(efd_impl *impl, uint64_t value)
 {
@@ -266,7 +283,7 @@ efd_ev_close(efd_impl *impl)
 const efd_backend efd_backend_eventfd = {
     "eventfd", 1, ev_open, efd_ev_adopt, ev_try_read, efd_ev_try_write, NULL,
     efd_ev_waitspec, efd_ev_peek, NULL, NULL, NULL, NULL, NULL, NULL,
-    efd_ev_nudge, efd_ev_fds, efd_ev_close,
+    efd_ev_nudge, efd_ev_fds, efd_ev_close, ev_try_read_owned,
 };
 
 #else  /* !EFD_HAVE_EVENTFD: keep the symbols so the module links. */
@@ -286,6 +303,6 @@ int efd_fd_is_eventfd(int fd)
 
 const efd_backend efd_backend_eventfd = { "eventfd", 1, NULL, NULL, NULL, NULL,
                                           NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                                          NULL, NULL, NULL, NULL, NULL };
+                                          NULL, NULL, NULL, NULL, NULL, NULL };
 
 #endif /* EFD_HAVE_EVENTFD */

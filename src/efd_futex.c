@@ -316,6 +316,7 @@ const efd_backend efd_backend_futex = {
     "futex", 0, fx_open, fx_adopt, efd_count_try_read, fx_try_write,
     fx_try_write_limit, fx_waitspec, efd_count_peek, efd_count_repair, NULL, efd_count_arm,
     fx_ticket, fx_block, fx_interrupt, NULL, efd_count_fds, efd_count_close,
+    NULL,
 };
 
 #else  /* no futex here */
@@ -328,7 +329,7 @@ efd_futex_probe(void)
 
 const efd_backend efd_backend_futex = {
     "futex", 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 };
 
 #endif

@@ -380,6 +380,15 @@ efd_fn_after_fork(PyObject *module, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
+/* Registered with os.register_at_fork(after_in_parent=...). */
+static PyObject *
+efd_fn_after_fork_parent(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    efd_state *st = (efd_state *)PyModule_GetState(module);
+    st->forks++;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef efd_functions[] = {
     {"eventfd", (PyCFunction)(void (*)(void))efd_fn_eventfd,
      METH_FASTCALL | METH_KEYWORDS,
@@ -408,26 +417,38 @@ static PyMethodDef efd_functions[] = {
     {"_after_fork_child", (PyCFunction)efd_fn_after_fork, METH_NOARGS,
      "_after_fork_child($module, /)\n--\n\n"
      "Start this fork child's own process state (see efd_impl.proc)."},
+    {"_after_fork_parent", (PyCFunction)efd_fn_after_fork_parent, METH_NOARGS,
+     "_after_fork_parent($module, /)\n--\n\n"
+     "Count a fork of this process (see efd_impl.desc_forks)."},
     {NULL, NULL, 0, NULL},
 };
 
-/* Bump st->proc in fork children: os.register_at_fork runs the hook
- * after every fork Python makes (os.fork, multiprocessing). */
+/* Bump st->proc in fork children and st->forks in fork parents:
+ * os.register_at_fork runs the hooks after every fork Python makes
+ * (os.fork, multiprocessing), before any other Python code runs. */
 static int
 register_fork_hook(PyObject *module)
 {
-    PyObject *os, *reg, *hook, *kw, *r = NULL;
+    PyObject *os, *reg, *hook, *phook, *kw = NULL, *r = NULL;
     hook = PyObject_GetAttrString(module, "_after_fork_child");
     if (hook == NULL)
         return -1;
+    phook = PyObject_GetAttrString(module, "_after_fork_parent");
+    if (phook == NULL) {
+        Py_DECREF(hook);
+        return -1;
+    }
     os = PyImport_ImportModule("os");
     if (os == NULL) {
         Py_DECREF(hook);
+        Py_DECREF(phook);
         return -1;
     }
     reg = PyObject_GetAttrString(os, "register_at_fork");
     Py_DECREF(os);
-    kw = reg == NULL ? NULL : Py_BuildValue("{sO}", "after_in_child", hook);
+    if (reg != NULL)
+        kw = Py_BuildValue("{sOsO}", "after_in_child", hook,
+                           "after_in_parent", phook);
     if (kw != NULL) {
         PyObject *noargs = PyTuple_New(0);
         if (noargs != NULL) {
@@ -438,6 +459,7 @@ register_fork_hook(PyObject *module)
     Py_XDECREF(kw);
     Py_XDECREF(reg);
     Py_DECREF(hook);
+    Py_DECREF(phook);
     if (r == NULL)
         return -1;
     Py_DECREF(r);
@@ -504,6 +526,7 @@ efd_exec(PyObject *module)
     st->nowait = -1;
     st->proc = 1;
     st->fork_thread = 0;
+    st->forks = 0;
     st->herd = -1;
     if (main_thread_ident(&st->main_ident) < 0)
         return -1;

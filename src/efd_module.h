@@ -35,6 +35,10 @@ typedef struct {
      * process that was not made by fork): the only thread of the parent
      * that lives on here, so the only one whose waits are still ours. */
     uint64_t fork_thread;
+    /* How many times this process has forked (os.register_at_fork's
+     * after_in_parent): since then a child may hold the descriptions of
+     * the kernel objects that existed (efd_impl.desc_forks). */
+    volatile uint32_t forks;
 } efd_state;
 
 /* One thread waiting in efd_wait() with the GIL released.  The record is

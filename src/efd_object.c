@@ -83,6 +83,10 @@ alloc_object(PyTypeObject *type, efd_state *st)
     if (self == NULL)
         return NULL;
     self->impl.proc = &st->proc;
+    self->impl.forks = &st->forks;
+    self->impl.desc_shared = 1;      /* until a fresh open says otherwise */
+    self->impl.desc_proc = st->proc;
+    self->impl.desc_forks = st->forks;
     self->impl.ops = NULL;
     self->impl.fd = self->impl.wfd = self->impl.shmfd = -1;
     self->impl.cnt = NULL;
@@ -157,6 +161,8 @@ eventfd_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return efd_err_errno(err);
     }
     self->impl.ops = b;
+    /* A fresh kernel descriptor, close-on-exec: nobody else has it yet. */
+    self->impl.desc_shared = !cloexec;
     self->nonblocking = nonblocking;
     self->closed = 0;
     return (PyObject *)self;
@@ -342,6 +348,7 @@ eventfd_fileno(eventfd_object *self, PyObject *Py_UNUSED(ignored))
     CHECK_OPEN(self);
     if (self->impl.ops->arm != NULL)
         self->impl.ops->arm(&self->impl);   /* readiness follows the count */
+    self->impl.desc_shared = 1;     /* others may reach the description */
     return PyLong_FromLong(self->impl.fd);
 }
 
@@ -351,6 +358,7 @@ eventfd_fds(eventfd_object *self, PyObject *Py_UNUSED(ignored))
     int fds[3], n, i;
     PyObject *t;
     CHECK_OPEN(self);
+    self->impl.desc_shared = 1;     /* about to be handed on */
     n = self->impl.ops->fds(&self->impl, fds, 3);
     t = PyTuple_New(n);
     if (t == NULL)

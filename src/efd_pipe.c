@@ -70,5 +70,5 @@ pipe_waitspec(efd_impl *impl, int for_write, efd_waitspec *ws)
 const efd_backend efd_backend_pipe = {
     "pipe", 0, pipe_open, pipe_adopt, efd_count_try_read, efd_count_try_write,
     efd_count_try_write_limit, pipe_waitspec, efd_count_peek, efd_count_repair, NULL, NULL, NULL, NULL,
-    NULL, NULL, efd_count_fds, efd_count_close,
+    NULL, NULL, efd_count_fds, efd_count_close, NULL,
 };

@@ -412,11 +412,32 @@ attempt(efd_impl *impl, int op, uint64_t *value)
     }
 }
 
+/* Whether only efd's own code in this process can reach the kernel
+ * descriptor's open file description, so that nobody can have cleared its
+ * O_NONBLOCK, and a plain read() cannot sleep (efd_impl.desc_shared).  To
+ * clear the flag one needs the description: through fileno() or the
+ * descriptors handed out (desc_shared is set), an inheritable descriptor
+ * or an adopted one (set from the start), or a fork (the parent's
+ * *forks moved; in the child, *proc).  The fork hooks run before any other
+ * Python code after a fork, and this is asked with the GIL held -- never
+ * from the GIL-free part of the wait loop, where a fileno() and a flag
+ * cleared by another thread could slip in between the look and the read:
+ * there reads keep RWF_NOWAIT. */
+static int
+desc_owned(efd_impl *impl)
+{
+    return !impl->desc_shared && *impl->proc == impl->desc_proc
+           && *impl->forks == impl->desc_forks;
+}
+
 int
 efd_attempt(eventfd_object *self, int op, uint64_t *value)
 {
     efd_impl *impl = &self->impl;
     int err;
+    if (op == EFD_OP_READ && impl->ops->try_read_owned != NULL
+            && desc_owned(impl))
+        return impl->ops->try_read_owned(impl, value);
     if (op != EFD_OP_WRITE
             || (!impl->ops->syscall_always && self->waiters == NULL))
         return attempt(impl, op, value);

@@ -112,6 +112,54 @@ def test_event_on_descriptor_made_blocking(backend, run_py):
     assert "ok" in proc.stdout
 
 
+_BLOCKING_ELSEWHERE = '''
+    # The description made blocking by a holder efd's own process never
+    # handed it to: a fork child (which reaches it through its copy of the
+    # object), and a program that inherited it (cloexec=False).
+    ev = efd.EventFD(0, semaphore=True, backend=BACKEND)
+    assert ev.acquire(False) is False          # the owned fast path, warm
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        for fd in ev._fds():
+            os.set_blocking(fd, True)           # the child's doing
+        os.write(w, b"x")
+        os._exit(0)
+    os.read(r, 1)
+    os.waitpid(pid, 0)
+    HEART = Heartbeat()
+    got, dt = others_run("acquire(False) after a child's change",
+                         ev.acquire, False)
+    check(got is False and dt < SLACK,
+          "acquire(False) gave %r after %.2f s" % (got, dt))
+    got, dt = others_run("acquire(timeout=0.2) after a child's change",
+                         lambda: ev.acquire(timeout=0.2))
+    check(got is False and 0.19 <= dt < 0.2 + SLACK,
+          "acquire(timeout=0.2) gave %r after %.2f s" % (got, dt))
+
+    inh = efd.EventFD(0, semaphore=True, backend=BACKEND, cloexec=False)
+    code = ("import os, sys; os.set_blocking(int(sys.argv[1]), True)")
+    subprocess.run([sys.executable, "-c", code, str(inh._fds()[0])],
+                   pass_fds=[inh._fds()[0]], check=True)
+    got, dt = others_run("acquire(False) on an inheritable descriptor",
+                         inh.acquire, False)
+    check(got is False and dt < SLACK,
+          "acquire(False) gave %r after %.2f s" % (got, dt))
+    print("ok")
+'''
+
+
+def test_descriptor_made_blocking_by_a_fork_child_or_an_heir(backend, run_py):
+    """A plain read() is only used while no one else can reach the open file
+    description: a fork child or a program that inherited the descriptor
+    may clear O_NONBLOCK, and acquire(False) must still return at once."""
+    if backend not in ("eventfd", "eventfd-readback"):
+        pytest.skip("only a kernel eventfd's description is shared this way")
+    proc = run_py(child_code("    import subprocess\n" + _BLOCKING_ELSEWHERE),
+                  backend=backend, timeout=30)
+    assert "ok" in proc.stdout
+
+
 def test_descriptor_closed_behind_waiters_back(backend, run_py):
     """os.close(fileno()) under sleeping waiters: each ends with EBADF within a bound, not at its timeout."""
     proc = run_py(child_code('''
