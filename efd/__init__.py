@@ -19,7 +19,8 @@ from ._efd import (
     eventfd_write,
 )
 from ._efd import EventFD as _CEventFD
-from . import _aio
+from . import _aio, _handles
+from ._handles import Handle, from_handle, recv_handle, send_handle
 
 __all__ = [
     "EventFD",
@@ -33,6 +34,10 @@ __all__ = [
     "Semaphore",
     "BoundedSemaphore",
     "Event",
+    "Handle",
+    "from_handle",
+    "send_handle",
+    "recv_handle",
 ]
 
 __version__ = "0.2.0"
@@ -160,22 +165,46 @@ class EventFD(_CEventFD):
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    def handle(self) -> "Handle":
+        """A text naming this object, for :func:`efd.from_handle` in a
+        program started with ``exec`` (see :doc:`processes`).
+
+        Pass the descriptors it names along with it
+        (``subprocess.Popen(..., pass_fds=h.fds, env={"JOBS": h})``); the
+        program rebuilds the same class, backend, mode and count.  Any
+        backend can be handed over this way.
+
+        Returns:
+            An :class:`efd.Handle` (a :class:`str`) with a ``fds`` tuple.
+
+        Raises:
+            ValueError: The object is closed.
+        """
+        return _handles.handle(self)
+
     def __reduce__(self):
-        # Only for a child process being started by multiprocessing (spawn
-        # or forkserver): the descriptors are duplicated into the child, as
-        # multiprocessing does for its own Connection objects.
+        # A child process being started by multiprocessing (spawn or
+        # forkserver): the descriptors are duplicated into the child, as
+        # multiprocessing does for its own Connection objects.  Any other
+        # pickle is for this process only (another interpreter, a queue's
+        # get): it holds no descriptor, and loading it duplicates the live
+        # object's (efd/_handles.py).
         from multiprocessing import context, reduction
 
-        context.assert_spawning(self)
+        if context.get_spawning_popen() is None:
+            return _handles.reduce_local(self, type(self), ())
         fds = tuple(reduction.DupFd(fd) for fd in self._fds())
         return (EventFD._rebuild,
                 (fds, self.backend, self.semaphore, self.nonblocking))
 
     @staticmethod
     def _rebuild(dupfds, backend, semaphore, nonblocking):
-        # Unpickling in the child: adopt the duplicated descriptors.
+        # Unpickling in the child: adopt the duplicated descriptors, and
+        # close them when the child's process ends (no ResourceWarning).
         fds = tuple(d.detach() for d in dupfds)
-        return EventFD._from_fds(fds, backend, semaphore, nonblocking)
+        ev = EventFD._from_fds(fds, backend, semaphore, nonblocking)
+        _handles.close_at_exit(ev)
+        return ev
 
 
 # The drop-ins are built on EventFD, so they come last.

@@ -20,7 +20,7 @@ import warnings
 from types import TracebackType
 from typing import Any, Coroutine, Optional, Tuple, Type
 
-from . import MAX, EventFD, _aio, _efd
+from . import MAX, EventFD, _aio, _efd, _handles
 
 __all__ = ["Semaphore", "BoundedSemaphore", "Event"]
 
@@ -84,7 +84,34 @@ class _OnEventFD:
         return ()
 
     def __reduce__(self) -> Tuple[Any, Tuple[Any, ...]]:
+        # To a multiprocessing child being started: the EventFD's own
+        # pickle (descriptors duplicated into the child).  Anything else
+        # stays in this process (another interpreter): no descriptor, and
+        # the load duplicates the live object's (efd/_handles.py); loaded
+        # in another process, it raises naming this class.
+        from multiprocessing import context
+        if context.get_spawning_popen() is None:
+            return _handles.reduce_local(self, type(self), self._state())
         return (_rebuild, (type(self), self._ev) + self._state())
+
+    def handle(self) -> "_handles.Handle":
+        """A text naming this object, for :func:`efd.from_handle` in a
+        program started with ``exec``: see :meth:`efd.EventFD.handle`.
+
+        Returns:
+            An :class:`efd.Handle` (a :class:`str`) with a ``fds`` tuple.
+
+        Raises:
+            ValueError: The object is closed.
+        """
+        return _handles.handle(self)
+
+    @property
+    def backend(self) -> str:
+        """The :class:`efd.EventFD` backend the count lives on (``'futex'``,
+        ``'eventfd'``, ``'eventfd-readback'`` or ``'pipe'``)."""
+        name: str = self._ev.backend
+        return name
 
     def _describe(self) -> str:
         raise NotImplementedError  # pragma: no cover - every subclass has it

@@ -79,6 +79,9 @@ typedef struct {
      * re-check (EventFD._wakeups()); updated without the GIL. */
     uint64_t woken, rechecks;
     efd_state *state;     /* the module's (kept alive as impl.proc says) */
+    /* This object's entry in the process's table of live objects
+     * (efd_registry.c), NULL while it is not open (or was never listed). */
+    struct efd_reg *reg;
 #if PY_VERSION_HEX < 0x03090000
     PyObject *module;  /* 3.8: keeps the state impl.proc points into alive */
 #endif
@@ -187,6 +190,24 @@ int efd_pass_on(eventfd_object *self);
 
 /* This process's number among its ancestors (efd_impl.proc). */
 uint32_t efd_self_proc(eventfd_object *self);
+
+/* ---- the process's table of live objects (efd_registry.c) ---- */
+
+/* List an open object (GIL held); never fails (unlisted on ENOMEM). */
+void efd_reg_add(eventfd_object *self);
+/* Take it off, before anything of it is closed or given away. */
+void efd_reg_remove(eventfd_object *self);
+/* Its token (0: not listed). */
+uint64_t efd_reg_token(eventfd_object *self);
+/* This process's nonce (a new one in every fork child). */
+uint64_t efd_reg_nonce(void);
+/* 1 if fd is (a number for) a descriptor that a listed object owns. */
+int efd_reg_owned(int fd);
+/* Duplicate the descriptors of the object listed as `token` (close-on-
+ * exec), if `nonce` is this process's: 0, ESRCH (another process's
+ * nonce), ENOENT (no such object: closed), or dup's errno. */
+int efd_reg_dup(uint64_t nonce, uint64_t token, int *fds, int *nfds,
+                const efd_backend **ops, int *semaphore, int *nonblocking);
 
 /* ---- errors (efd_errors.c) ---- */
 
