@@ -104,6 +104,7 @@ class _OnEventFD:
         Raises:
             ValueError: The object is closed.
         """
+        self._check_open()
         return _handles.handle(self)
 
     @property
@@ -139,7 +140,30 @@ class _OnEventFD:
         Raises:
             ValueError: The object is closed.
         """
+        self._check_open()
         return self._ev.fileno()
+
+    def _check_open(self) -> None:
+        # The "closed" error, naming this class (as the C core's methods
+        # of the drop-ins do).
+        if self._ev.closed:
+            raise ValueError("I/O operation on closed %s" % _type_name(self))
+
+    def __del__(self) -> None:
+        # Garbage-collected while open: warn naming this object (not the
+        # EventFD inside it), and close, as files do.
+        # Only if nothing else holds the EventFD (this object's slot, the
+        # local name and getrefcount's argument): a coroutine of
+        # acquire_async() may still be using it, and its own finalizer will
+        # tell then.
+        ev = getattr(self, "_ev", None)
+        if (ev is not None and not ev.closed and not ev._quiet
+                and sys.getrefcount(ev) <= 3):
+            try:
+                warnings.warn("unclosed %r" % (self,), ResourceWarning,
+                              stacklevel=2, source=self)
+            finally:
+                ev._collect()
 
     def close(self) -> None:
         """Close the descriptor(s); calling it again does nothing.
@@ -222,9 +246,11 @@ class Semaphore(_OnEventFD, _efd.Semaphore):
             An awaitable giving True once a unit is taken, or False when
             ``timeout`` ran out.
         """
+        self._check_open()
         return self._ev.acquire_async(timeout)
 
     async def __aenter__(self) -> None:
+        self._check_open()
         await self._ev.acquire_async()
 
     async def __aexit__(self, exc_type: Optional[Type[BaseException]],
@@ -361,6 +387,7 @@ class Event(_OnEventFD, _efd.Event):
         """
         # Event.wait's reading of the timeout (the C core's).
         seconds = _efd._check_timeout(timeout, _efd._TIMEOUT_LOOK)
+        self._check_open()
         if self.is_set():
             return True
         if seconds == 0:

@@ -82,6 +82,10 @@ typedef struct {
     /* This object's entry in the process's table of live objects
      * (efd_registry.c), NULL while it is not open (or was never listed). */
     struct efd_reg *reg;
+    /* Made by loading an in-process pickle (another interpreter's call
+     * argument, a queue's item): collected while open, it closes without a
+     * ResourceWarning, as multiprocessing's objects do in a child. */
+    int quiet;
 #if PY_VERSION_HEX < 0x03090000
     PyObject *module;  /* 3.8: keeps the state impl.proc points into alive */
 #endif
@@ -195,10 +199,11 @@ uint32_t efd_self_proc(eventfd_object *self);
 
 /* List an open object (GIL held); never fails (unlisted on ENOMEM). */
 void efd_reg_add(eventfd_object *self);
-/* Take it off, before anything of it is closed or given away. */
-void efd_reg_remove(eventfd_object *self);
-/* Its token (0: not listed). */
-uint64_t efd_reg_token(eventfd_object *self);
+/* Take it off, before anything of it is closed or given away; `collected`:
+ * it is being garbage-collected, not closed (pending pickles keep it). */
+void efd_reg_remove(eventfd_object *self, int collected);
+/* A pickle of it is being made: its token (0: not listed). */
+uint64_t efd_reg_dump(eventfd_object *self);
 /* This process's nonce (a new one in every fork child). */
 uint64_t efd_reg_nonce(void);
 /* 1 if fd is (a number for) a descriptor that a listed object owns. */

@@ -102,6 +102,7 @@ alloc_object(PyTypeObject *type, efd_state *st)
     self->woken = self->rechecks = 0;
     self->state = st;
     self->reg = NULL;
+    self->quiet = 0;
     self->weakreflist = NULL;
 #if PY_VERSION_HEX < 0x03090000
     self->module = PyImport_ImportModule("efd._efd");
@@ -169,7 +170,15 @@ eventfd_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 static void
 close_object(eventfd_object *self)
 {
-    efd_reg_remove(self);
+    efd_reg_remove(self, 0);
+    efd_object_close(self);
+}
+
+/* The same, for an object being garbage-collected. */
+static void
+collect_object(eventfd_object *self)
+{
+    efd_reg_remove(self, 1);
     efd_object_close(self);
 }
 
@@ -245,10 +254,6 @@ eventfd_from_fd(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (st == NULL)
         return NULL;
     is_ev = efd_fd_is_eventfd(fd);
-    if (is_ev == -EBADF) {
-        PyErr_Format(PyExc_ValueError, "fd %d is not an open descriptor", fd);
-        return NULL;
-    }
     if (is_ev < 0)
         return efd_err_errno(-is_ev);
     if (efd_reg_owned(fd)) {
@@ -374,6 +379,8 @@ eventfd_from_token(PyTypeObject *type, PyObject *args)
         for (i = 0; i < nfds; i++)
             close(fds[i]);
     }
+    else
+        ((eventfd_object *)r)->quiet = 1;
     return r;
 }
 
@@ -384,7 +391,7 @@ eventfd_token(eventfd_object *self, PyObject *Py_UNUSED(ignored))
 {
     uint64_t token;
     CHECK_OPEN(self);
-    token = efd_reg_token(self);
+    token = efd_reg_dump(self);
     if (token == 0) {
         PyErr_SetString(PyExc_ValueError,
                         "this efd object is not listed in the process's "
@@ -574,6 +581,17 @@ eventfd_close(eventfd_object *self, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
+/* _collect(): close as the garbage collector does (no warning; pickles of
+ * the object that are still to be loaded in this process keep duplicates
+ * of its descriptors): for the drop-ins, whose own finalizer warns. */
+static PyObject *
+eventfd_collect(eventfd_object *self, PyObject *Py_UNUSED(ignored))
+{
+    if (!self->closed)
+        collect_object(self);
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 eventfd_enter(eventfd_object *self, PyObject *Py_UNUSED(ignored))
 {
@@ -706,9 +724,9 @@ eventfd_finalize(PyObject *op)
     if (self->closed)
         return;
     PyErr_Fetch(&type, &value, &tb);
-    if (PyErr_ResourceWarning(op, 1, "unclosed %R", op) < 0)
+    if (!self->quiet && PyErr_ResourceWarning(op, 1, "unclosed %R", op) < 0)
         PyErr_WriteUnraisable(op);
-    close_object(self);
+    collect_object(self);
     PyErr_Restore(type, value, tb);
 }
 
@@ -724,7 +742,7 @@ eventfd_dealloc(eventfd_object *self)
         self->users = 0;      /* nobody can be inside: they hold references */
     if (!self->closed || self->impl.fd >= 0 || self->spare_rfd >= 0
             || self->herd_ep >= 0 || self->waiters != NULL)
-        close_object(self);
+        collect_object(self);
 #if PY_VERSION_HEX < 0x03090000
     Py_CLEAR(self->module);
 #endif
@@ -761,6 +779,12 @@ get_backend(eventfd_object *self, void *Py_UNUSED(c))
 }
 
 static PyObject *
+get_quiet(eventfd_object *self, void *Py_UNUSED(c))
+{
+    return PyBool_FromLong(self->quiet);
+}
+
+static PyObject *
 get_wake_one(eventfd_object *self, void *Py_UNUSED(c))
 {
     if (self->impl.ops == NULL || self->closed)
@@ -780,6 +804,9 @@ static PyGetSetDef eventfd_getset[] = {
     {"backend", (getter)get_backend, NULL,
      "The name of the backend in use ('eventfd', 'eventfd-readback', "
      "'pipe' or 'futex').", NULL},
+    {"_quiet", (getter)get_quiet, NULL,
+     "True if made by loading a pickle inside this process (collected "
+     "while open, it closes without a ResourceWarning).", NULL},
     {"_wake_one", (getter)get_wake_one, NULL,
      "True if a release wakes one waiter across processes (event loops that "
      "register fileno() with EPOLLEXCLUSIVE included), not every process's.",
@@ -825,6 +852,9 @@ static PyMethodDef eventfd_methods[] = {
      "Close the descriptor(s).  Threads waiting in this object wake with "
      "ValueError.  Calling close() again does nothing."},
     {"__enter__", (PyCFunction)eventfd_enter, METH_NOARGS, NULL},
+    {"_collect", (PyCFunction)eventfd_collect, METH_NOARGS,
+     "_collect($self, /)\n--\n\nClose as the garbage collector does "
+     "(pickles still to be loaded in this process keep the descriptors)."},
     {"__exit__", (PyCFunction)(void (*)(void))eventfd_exit, METH_FASTCALL,
      NULL},
     {"from_fd", (PyCFunction)(void (*)(void))eventfd_from_fd,

@@ -65,6 +65,11 @@ struct efd_reg {
     int nfds;
     const efd_backend *ops;
     int semaphore, nonblocking;
+    /* Pickles made of the object and not loaded yet, and whether the
+     * object is gone: an orphan's descriptors are the table's own
+     * duplicates, kept for those pickles (see efd_reg_remove). */
+    unsigned dumps;
+    int orphan;
 };
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -144,28 +149,65 @@ efd_reg_add(eventfd_object *self)
     self->reg = e;
 }
 
-void
-efd_reg_remove(eventfd_object *self)
+static void
+unlink_locked(struct efd_reg *e)
 {
-    struct efd_reg *e = self->reg;
-    if (e == NULL)
-        return;
-    self->reg = NULL;
-    pthread_mutex_lock(&reg_lock);
     if (e->prev != NULL)
         e->prev->next = e->next;
     else
         reg_head = e->next;
     if (e->next != NULL)
         e->next->prev = e->prev;
+}
+
+/* Pickles whose source is garbage-collected before they are loaded (an
+ * Interpreter.call's result: the callee's object is dropped as the call
+ * returns, before the caller loads it) must still load: an object that was
+ * collected -- not closed -- while pickles of it are pending leaves its
+ * entry behind as an orphan holding duplicates of its descriptors, until
+ * those pickles are loaded.  An explicit close() ends them at once: loading
+ * then raises ValueError.  (A pickle that is never loaded keeps the
+ * orphan's duplicates open until the process ends.) */
+void
+efd_reg_remove(eventfd_object *self, int collected)
+{
+    struct efd_reg *e = self->reg;
+    int i;
+    if (e == NULL)
+        return;
+    self->reg = NULL;
+    pthread_mutex_lock(&reg_lock);
+    if (collected && e->dumps > 0) {
+        for (i = 0; i < e->nfds; i++) {
+            int fd = fcntl(e->fds[i], F_DUPFD_CLOEXEC, 0);
+            if (fd < 0)
+                break;
+            e->fds[i] = fd;
+        }
+        if (i == e->nfds) {
+            e->orphan = 1;
+            pthread_mutex_unlock(&reg_lock);
+            return;
+        }
+        while (i-- > 0)
+            close(e->fds[i]);
+    }
+    unlink_locked(e);
     pthread_mutex_unlock(&reg_lock);
     free(e);
 }
 
 uint64_t
-efd_reg_token(eventfd_object *self)
+efd_reg_dump(eventfd_object *self)
 {
-    return self->reg != NULL ? self->reg->token : 0;
+    uint64_t token = 0;
+    if (self->reg == NULL)
+        return 0;
+    pthread_mutex_lock(&reg_lock);
+    self->reg->dumps++;
+    token = self->reg->token;
+    pthread_mutex_unlock(&reg_lock);
+    return token;
 }
 
 /* The kernel's eventfd-id of fd, or -1 if it is not shown. */
@@ -285,6 +327,14 @@ efd_reg_dup(uint64_t nonce, uint64_t token, int *fds, int *nfds,
         *ops = e->ops;
         *semaphore = e->semaphore;
         *nonblocking = e->nonblocking;
+        if (e->dumps > 0)
+            e->dumps--;
+        if (e->orphan && e->dumps == 0) {
+            for (i = 0; i < e->nfds; i++)
+                close(e->fds[i]);
+            unlink_locked(e);
+            free(e);
+        }
     }
     pthread_mutex_unlock(&reg_lock);
     return err;

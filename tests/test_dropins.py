@@ -705,6 +705,7 @@ SPEC_NAMES = {
     "eventfd", "eventfd_read", "eventfd_write",
     "EFD_CLOEXEC", "EFD_NONBLOCK", "EFD_SEMAPHORE",
     "MAX",          # documented in docs/api.rst
+    "Handle", "from_handle", "send_handle", "recv_handle",   # SPEC §6
 }
 
 
@@ -714,7 +715,7 @@ def test_namespace_is_the_public_api():
     others = {name for name in dir(efd)
               if name not in SPEC_NAMES and not name.startswith("__")}
     # Apart from the public names and dunders, only submodules.
-    assert others <= {"_aio", "_efd", "_sync", "_selfcheck"}, others
+    assert others <= {"_aio", "_efd", "_sync", "_selfcheck", "_handles"}, others
     for name in others:
         assert getattr(efd, name).__name__ == "efd." + name
     for leaked in ("Optional", "_CEventFD"):

@@ -267,8 +267,9 @@ def test_a_raw_eventfd_is_adopted_once():
     with pytest.raises(ValueError, match="owned"):
         efd.EventFD.from_fd(fd, semaphore=False)
     first.close()
-    with pytest.raises(ValueError, match="not an open"):
+    with pytest.raises(OSError) as info:       # closed with `first`
         efd.EventFD.from_fd(fd, semaphore=False)
+    assert info.value.errno == errno.EBADF
 
 
 def test_handle_of_a_closed_object_raises(backend):
@@ -588,3 +589,23 @@ def test_interpreters_share_the_count(backend, run_py):
         print("ok")
         """ % backend, timeout=120)
     assert proc.stdout.strip() == "ok", proc.stderr
+
+
+def test_selfcheck_names_each_classs_default_backend():
+    proc = subprocess.run([sys.executable, "-m", "efd"], env=child_env(),
+                          cwd=REPO, timeout=120, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True)
+    lines = proc.stdout.splitlines()
+    start = lines.index(
+        "Default backend of each class (made here with no backend=):")
+    for cls, make in (("efd.EventFD", efd.EventFD),
+                      ("efd.Semaphore", efd.Semaphore),
+                      ("efd.BoundedSemaphore", efd.BoundedSemaphore),
+                      ("efd.Event", efd.Event)):
+        obj = make()
+        try:
+            want = obj.backend
+        finally:
+            obj.close()
+        assert any(l.split() == [cls, want] for l in lines[start:start + 7]), \
+            proc.stdout

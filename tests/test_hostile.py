@@ -211,7 +211,7 @@ FROM_FD = [
     ("EventFD.from_fd(file_fd)",             ValueError,     "not an eventfd"),
     ("EventFD.from_fd(socket_fd)",           ValueError,     "not an eventfd"),
     ("EventFD.from_fd(dev_null_fd)",         ValueError,     "not an eventfd"),
-    ("EventFD.from_fd(closed_fd)",           ValueError,     "not an open"),
+    ("EventFD.from_fd(closed_fd)",           OSError,        "Bad file"),
     ("EventFD.from_fd(sem_rfd, semaphore=False)", ValueError, "semaphore"),
     ("EventFD.from_fd(rfd, semaphore=BadBool())", RuntimeError, "truth"),
     ("EventFD.from_fd(rfd, nonblocking=BadBool())", RuntimeError, "truth"),

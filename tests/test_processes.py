@@ -124,6 +124,7 @@ def test_pickling_outside_process_start(make, run_py):
             assert other is not ev and other.backend == ev.backend
             other.release()
         assert ev.acquire(blocking=False)
+    ev.release()
     assert ev.acquire(blocking=False)        # unharmed
     code = ("import pickle, efd\n"
             "try:\n"
