@@ -36,7 +36,8 @@ def run_example(name, backend, *args):
 
 def test_every_example_is_tested():
     tested = {"threads.py", "processes.py", "select_many.py",
-              "pool_bounded.py", "asyncio_wakeup.py"}
+              "pool_bounded.py", "asyncio_wakeup.py", "handle_exec.py",
+              "unix_socket.py", "interpreters.py"}
     present = {n for n in os.listdir(EXAMPLES) if n.endswith(".py")}
     assert present == tested
 
@@ -82,3 +83,30 @@ def test_asyncio_wakeup(backend):
     assert m, out
     assert int(m.group(1)) == 6          # five jobs and the final "done"
     assert int(m.group(2)) == 1          # the loop waited without threads
+
+
+def test_handle_exec(backend):
+    out = run_example("handle_exec.py", backend).splitlines()
+    assert out == ["worker: a Semaphore and an Event, took 5 jobs",
+                   "parent: worker done: True, jobs left: False, "
+                   "exit code 0"]
+
+
+def test_unix_socket(backend):
+    out = run_example("unix_socket.py", backend).splitlines()
+    assert out == ["client: got a BoundedSemaphore (%s backend)" % backend,
+                   "client: holding a unit",
+                   "server: client exit code 0, 2 units back"]
+
+
+def test_interpreters(backend):
+    out = run_example("interpreters.py", backend).splitlines()
+    try:
+        from concurrent import interpreters  # noqa: F401
+    except ImportError:
+        assert out == ["needs CPython 3.14+ (concurrent.interpreters): "
+                       "skipped"]
+        return
+    assert out == ["pool: %s" % [i * i for i in range(8)],
+                   "call: the other interpreter released 3 (%s); "
+                   "5 units here" % backend]
