@@ -1,12 +1,13 @@
 """Interpreters: one Semaphore for the interpreters of one process
 (CPython 3.14+, concurrent.interpreters).
 
-An efd object goes to another interpreter as an argument of
-Interpreter.call, through an interpreters Queue, or in the initargs of an
-InterpreterPoolExecutor; there it is an object of its own over the same
-count (its own duplicates of the descriptors, so closing it never closes
-anything of another interpreter's).  Here a Semaphore limits how many of
-four interpreters run a section at once.
+An efd object goes to another interpreter as an argument (or result) of
+Interpreter.call or of an InterpreterPoolExecutor task, through an
+interpreters Queue, or in the initargs of an InterpreterPoolExecutor; there
+it is an object of its own over the same count (its own duplicates of the
+descriptors, so closing it never closes anything of another
+interpreter's).  Here a Semaphore limits how many of four interpreters run
+a section at once.
 
 Run:  python examples/interpreters.py    (prints a note and exits 0 on a
 Python without concurrent.interpreters)
@@ -15,17 +16,9 @@ import sys
 
 import efd
 
-LIMIT = None
-
-
-def init(limit):
-    # Runs once in each worker interpreter: keep its copy of the semaphore.
-    global LIMIT
-    LIMIT = limit
-
-
-def task(i):
-    with LIMIT:                      # at most two interpreters in here
+def task(limit, i):
+    # Runs in a worker interpreter, with its own object over the count.
+    with limit:                      # at most two interpreters in here
         return i * i
 
 
@@ -43,9 +36,8 @@ def main():
         return
 
     limit = efd.Semaphore(2)
-    with InterpreterPoolExecutor(4, initializer=init,
-                                 initargs=(limit,)) as pool:
-        results = list(pool.map(task, range(8)))
+    with InterpreterPoolExecutor(4) as pool:
+        results = list(pool.map(task, [limit] * 8, range(8)))
     print(f"pool: {results}")
 
     interp = interpreters.create()
