@@ -153,6 +153,8 @@ def _event_fd(obj: Any) -> Any:
 
 def _describe(obj: Any) -> _Parsed:
     cls = _class_name(obj)
+    if cls != "EventFD":
+        obj._check_open()          # the closed error names the class
     ev = _event_fd(obj)
     fds = ev._fds()                # ValueError if closed
     return _Parsed(cls, ev.backend, ev.semaphore,
@@ -223,8 +225,9 @@ def _check(p: _Parsed) -> None:
         raise ValueError("descriptors %d and %d are not a pipe, as the handle "
                          "says" % (rfd, wfd))
     import fcntl
-    r_acc = fcntl.fcntl(rfd, fcntl.F_GETFL) & os.O_ACCMODE
-    w_acc = fcntl.fcntl(wfd, fcntl.F_GETFL) & os.O_ACCMODE
+    accmode = getattr(os, "O_ACCMODE", 3)
+    r_acc = fcntl.fcntl(rfd, fcntl.F_GETFL) & accmode
+    w_acc = fcntl.fcntl(wfd, fcntl.F_GETFL) & accmode
     if (r_acc != os.O_RDONLY or w_acc != os.O_WRONLY
             or os.fstat(rfd).st_ino != os.fstat(wfd).st_ino):
         raise ValueError("descriptors %d and %d are not the read and write "
@@ -302,10 +305,13 @@ def send_handle(sock: socket.socket, obj: Any) -> None:
         OSError: The socket refused the message.
     """
     p = _describe(obj)
-    data = p.text().encode("ascii")
-    sock.sendmsg([_HEADER.pack(len(data)) + data],
-                 [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
-                   array.array("i", p.fds))])
+    data = _HEADER.pack(len(p.text())) + p.text().encode("ascii")
+    # sendmsg/recvmsg on every Python (socket.send_fds is 3.9+ and could
+    # not ask for MSG_CMSG_CLOEXEC on the receiving side).
+    sent = sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                  array.array("i", p.fds))])
+    if sent < len(data):           # a stream socket took part: the rest
+        sock.sendall(data[sent:])  # (the descriptors went with the first)
 
 
 def _take_fds(ancdata: Any, into: list) -> None:
