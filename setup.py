@@ -26,6 +26,7 @@ sources = [
     "src/efd_module.c",
     "src/efd_util.c",
     "src/efd_object.c",
+    "src/efd_registry.c",
     "src/efd_backend.c",
     "src/efd_wait.c",
     "src/efd_herd.c",

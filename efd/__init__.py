@@ -19,7 +19,8 @@ from ._efd import (
     eventfd_write,
 )
 from ._efd import EventFD as _CEventFD
-from . import _aio
+from . import _aio, _handles
+from ._handles import Handle, from_handle, recv_handle, send_handle
 
 __all__ = [
     "EventFD",
@@ -35,6 +36,10 @@ __all__ = [
     "Event",
     "WouldBlock",
     "aio",
+    "Handle",
+    "from_handle",
+    "send_handle",
+    "recv_handle",
 ]
 
 __version__ = "0.2.0"
@@ -192,13 +197,34 @@ class EventFD(_CEventFD):
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    def handle(self) -> "Handle":
+        """A text naming this object, for :func:`efd.from_handle` in a
+        program started with ``exec`` (see :doc:`processes`).
+
+        Pass the descriptors it names along with it
+        (``subprocess.Popen(..., pass_fds=h.fds, env={"JOBS": h})``); the
+        program rebuilds the same class, backend, mode and count.  Any
+        backend can be handed over this way.
+
+        Returns:
+            An :class:`efd.Handle` (a :class:`str`) with a ``fds`` tuple.
+
+        Raises:
+            ValueError: The object is closed.
+        """
+        return _handles.handle(self)
+
     def __reduce__(self):
-        # Only for a child process being started by multiprocessing (spawn
-        # or forkserver): the descriptors are duplicated into the child, as
-        # multiprocessing does for its own Connection objects.
+        # A child process being started by multiprocessing (spawn or
+        # forkserver): the descriptors are duplicated into the child, as
+        # multiprocessing does for its own Connection objects.  Any other
+        # pickle is for this process only (another interpreter, a queue's
+        # get): it holds no descriptor, and loading it duplicates the live
+        # object's (efd/_handles.py).
         from multiprocessing import context, reduction
 
-        context.assert_spawning(self)
+        if context.get_spawning_popen() is None:
+            return _handles.reduce_local(self, type(self), ())
         fds = tuple(reduction.DupFd(fd) for fd in self._fds())
         return (EventFD._rebuild,
                 (fds, self.backend, self.semaphore, self.nonblocking))
@@ -207,13 +233,15 @@ class EventFD(_CEventFD):
     def _rebuild(dupfds, backend, semaphore, nonblocking):
         # Unpickling in the child: adopt the duplicated descriptors.  They
         # are ours until _from_fds succeeds (on failure it closes nothing),
-        # so close them if it fails, or if a later one cannot be detached.
+        # so close them if it fails, or if a later one cannot be detached;
+        # once adopted, they close when the child's process ends (no
+        # ResourceWarning).
         fds = []
         try:
             for d in dupfds:
                 fds.append(d.detach())
-            return EventFD._from_fds(tuple(fds), backend, semaphore,
-                                     nonblocking)
+            ev = EventFD._from_fds(tuple(fds), backend, semaphore,
+                                   nonblocking)
         except BaseException:
             import os
             for fd in fds:
@@ -222,6 +250,8 @@ class EventFD(_CEventFD):
                 except OSError:
                     pass
             raise
+        _handles.close_at_exit(ev)
+        return ev
 
 
 # The drop-ins are built on EventFD, so they come last.

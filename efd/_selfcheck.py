@@ -124,6 +124,24 @@ def main():
             "semaphore mode" if semaphore else "normal mode", name, why))
 
     print()
+    print("Default backend of each class (made here with no backend=):")
+    for cls, make in (("efd.EventFD", lambda: efd.EventFD()),
+                      ("efd.EventFD(semaphore=True)",
+                       lambda: efd.EventFD(semaphore=True)),
+                      ("efd.Semaphore", lambda: efd.Semaphore()),
+                      ("efd.BoundedSemaphore", lambda: efd.BoundedSemaphore()),
+                      ("efd.Event", lambda: efd.Event())):
+        try:
+            obj = make()
+        except OSError as exc:
+            print("  %-28s not available here: %s" % (cls, exc))
+            continue
+        try:
+            print("  %-28s %s" % (cls, obj.backend))
+        finally:
+            obj.close()
+
+    print()
     print("Self-check (release/acquire round trips):")
     failures = 0
     methods = [m for m in ("fork", "spawn")

@@ -20,7 +20,7 @@ import warnings
 from types import TracebackType
 from typing import Any, Coroutine, Optional, Tuple, Type, TypeVar
 
-from . import MAX, EventFD, _aio, _efd
+from . import MAX, EventFD, _aio, _efd, _handles
 
 __all__ = ["Semaphore", "BoundedSemaphore", "Event", "WouldBlock"]
 
@@ -123,7 +123,35 @@ class _OnEventFD:
         return ()
 
     def __reduce__(self) -> Tuple[Any, Tuple[Any, ...]]:
+        # To a multiprocessing child being started: the EventFD's own
+        # pickle (descriptors duplicated into the child).  Anything else
+        # stays in this process (another interpreter): no descriptor, and
+        # the load duplicates the live object's (efd/_handles.py); loaded
+        # in another process, it raises naming this class.
+        from multiprocessing import context
+        if context.get_spawning_popen() is None:
+            return _handles.reduce_local(self, type(self), self._state())
         return (_rebuild, (type(self), self._ev) + self._state())
+
+    def handle(self) -> "_handles.Handle":
+        """A text naming this object, for :func:`efd.from_handle` in a
+        program started with ``exec``: see :meth:`efd.EventFD.handle`.
+
+        Returns:
+            An :class:`efd.Handle` (a :class:`str`) with a ``fds`` tuple.
+
+        Raises:
+            ValueError: The object is closed.
+        """
+        self._check_open()
+        return _handles.handle(self)
+
+    @property
+    def backend(self) -> str:
+        """The :class:`efd.EventFD` backend the count lives on (``'futex'``,
+        ``'eventfd'``, ``'eventfd-readback'`` or ``'pipe'``)."""
+        name: str = self._ev.backend
+        return name
 
     def _describe(self) -> str:
         raise NotImplementedError  # pragma: no cover - every subclass has it
@@ -151,7 +179,30 @@ class _OnEventFD:
         Raises:
             ValueError: The object is closed.
         """
+        self._check_open()
         return self._ev.fileno()
+
+    def _check_open(self) -> None:
+        # The "closed" error, naming this class (as the C core's methods
+        # of the drop-ins do).
+        if self._ev.closed:
+            raise ValueError("I/O operation on closed %s" % _type_name(self))
+
+    def __del__(self) -> None:
+        # Garbage-collected while open: warn naming this object (not the
+        # EventFD inside it), and close, as files do.
+        # Only if nothing else holds the EventFD (this object's slot, the
+        # local name and getrefcount's argument): a coroutine of
+        # acquire_async() may still be using it, and its own finalizer will
+        # tell then.
+        ev = getattr(self, "_ev", None)
+        if (ev is not None and not ev.closed and not ev._quiet
+                and sys.getrefcount(ev) <= 3):
+            try:
+                warnings.warn("unclosed %r" % (self,), ResourceWarning,
+                              stacklevel=2, source=self)
+            finally:
+                ev._collect()
 
     def close(self) -> None:
         """Close the descriptor(s); calling it again does nothing.
@@ -252,9 +303,11 @@ class Semaphore(_OnEventFD, _efd.Semaphore):
             An awaitable giving True once a unit is taken, or False when
             ``timeout`` ran out.
         """
+        self._check_open()
         return self._ev.acquire_async(timeout)
 
     async def __aenter__(self) -> None:
+        self._check_open()
         await self._ev.acquire_async()
 
     async def __aexit__(self, exc_type: Optional[Type[BaseException]],
@@ -408,6 +461,7 @@ class Event(_OnEventFD, _efd.Event):
         """
         # Event.wait's reading of the timeout (the C core's).
         seconds = _efd._check_timeout(timeout, _efd._TIMEOUT_LOOK)
+        self._check_open()
         fam = _aio.family()
         if self.is_set() or seconds == 0:
             # trio and anyio: a checkpoint even when there is no wait.

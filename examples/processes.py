@@ -48,7 +48,7 @@ def main():
     # one through to the new program, which adopts it.  from_fd() adopts
     # kernel eventfds only: the 'pipe' and 'futex' backends' descriptors
     # cannot be handed over this way (multiprocessing can carry them, see
-    # above).
+    # above, and so can a handle: see handle_exec.py).
     if done.backend not in ("eventfd", "eventfd-readback"):
         print("subprocess + from_fd: skipped (needs a kernel eventfd)")
     else:

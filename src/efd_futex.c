@@ -303,7 +303,7 @@ fx_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec)
     if (err)
         return err;
     return efd_count_open(impl, initval, semaphore, cloexec, EFD_FUTEX_MAGIC,
-                          1, 0);
+                          0, 0);
 }
 
 static int

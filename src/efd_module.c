@@ -365,6 +365,22 @@ efd_fn_check_timeout(PyObject *module, PyObject *const *args,
     return PyFloat_FromDouble(t);
 }
 
+/* _owned(fd) -> bool: whether a live efd object of this process owns fd
+ * (the same open file, under any number; see efd_registry.c). */
+static PyObject *
+efd_fn_owned(PyObject *module, PyObject *arg)
+{
+    long fd = PyLong_AsLong(arg);
+    (void)module;
+    if (fd == -1 && PyErr_Occurred())
+        return NULL;
+    if (fd < 0 || fd > INT_MAX) {
+        PyErr_SetString(PyExc_ValueError, "not a file descriptor");
+        return NULL;
+    }
+    return PyBool_FromLong(efd_reg_owned((int)fd));
+}
+
 /* Registered with os.register_at_fork(after_in_child=...). */
 static PyObject *
 efd_fn_after_fork(PyObject *module, PyObject *Py_UNUSED(ignored))
@@ -414,6 +430,9 @@ static PyMethodDef efd_functions[] = {
      "The C core's reading of a timeout: seconds as a float, or None for "
      "no limit.  rules: TIMEOUT_STRICT (EventFD's), TIMEOUT_THREADING "
      "(the semaphores') or TIMEOUT_LOOK (Event.wait's)."},
+    {"_owned", (PyCFunction)efd_fn_owned, METH_O,
+     "_owned($module, fd, /)\n--\n\n"
+     "Whether a live efd object of this process owns fd."},
     {"_after_fork_child", (PyCFunction)efd_fn_after_fork, METH_NOARGS,
      "_after_fork_child($module, /)\n--\n\n"
      "Start this fork child's own process state (see efd_impl.proc)."},

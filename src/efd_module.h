@@ -93,6 +93,13 @@ typedef struct {
      * meant for them only while this is above zero. */
     int aio_records;
     efd_state *state;     /* the module's (kept alive as impl.proc says) */
+    /* This object's entry in the process's table of live objects
+     * (efd_registry.c), NULL while it is not open (or was never listed). */
+    struct efd_reg *reg;
+    /* Made by loading an in-process pickle (another interpreter's call
+     * argument, a queue's item): collected while open, it closes without a
+     * ResourceWarning, as multiprocessing's objects do in a child. */
+    int quiet;
 #if PY_VERSION_HEX < 0x03090000
     PyObject *module;  /* 3.8: keeps the state impl.proc points into alive */
 #endif
@@ -205,6 +212,25 @@ uint32_t efd_self_proc(eventfd_object *self);
 /* The calling thread (GIL held), as the interpreter numbers its threads:
  * never reused by a later thread, and kept by the thread that forks. */
 uint64_t efd_thread_id(void);
+
+/* ---- the process's table of live objects (efd_registry.c) ---- */
+
+/* List an open object (GIL held); never fails (unlisted on ENOMEM). */
+void efd_reg_add(eventfd_object *self);
+/* Take it off, before anything of it is closed or given away; `collected`:
+ * it is being garbage-collected, not closed (pending pickles keep it). */
+void efd_reg_remove(eventfd_object *self, int collected);
+/* A pickle of it is being made: its token (0: not listed). */
+uint64_t efd_reg_dump(eventfd_object *self);
+/* This process's nonce (a new one in every fork child). */
+uint64_t efd_reg_nonce(void);
+/* 1 if fd is (a number for) a descriptor that a listed object owns. */
+int efd_reg_owned(int fd);
+/* Duplicate the descriptors of the object listed as `token` (close-on-
+ * exec), if `nonce` is this process's: 0, ESRCH (another process's
+ * nonce), ENOENT (no such object: closed), or dup's errno. */
+int efd_reg_dup(uint64_t nonce, uint64_t token, int *fds, int *nfds,
+                const efd_backend **ops, int *semaphore, int *nonblocking);
 
 /* ---- errors (efd_errors.c) ---- */
 

@@ -105,6 +105,8 @@ alloc_object(PyTypeObject *type, efd_state *st)
     self->herd_exclusive = self->herd_oneshot = 0;
     self->woken = self->rechecks = 0;
     self->state = st;
+    self->reg = NULL;
+    self->quiet = 0;
     self->weakreflist = NULL;
 #if PY_VERSION_HEX < 0x03090000
     self->module = PyImport_ImportModule("efd._efd");
@@ -165,6 +167,7 @@ eventfd_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->impl.desc_shared = !cloexec;
     self->nonblocking = nonblocking;
     self->closed = 0;
+    efd_reg_add(self);
     return (PyObject *)self;
 }
 
@@ -191,6 +194,23 @@ err_not_backend(const efd_backend *b, const int *fds, int nfds)
     return NULL;
 }
 
+/* Take an object off the process's table, then close it: the table never
+ * lists a descriptor that may already be closed (efd_registry.c). */
+static void
+close_object(eventfd_object *self)
+{
+    efd_reg_remove(self, 0);
+    efd_object_close(self);
+}
+
+/* The same, for an object being garbage-collected. */
+static void
+collect_object(eventfd_object *self)
+{
+    efd_reg_remove(self, 1);
+    efd_object_close(self);
+}
+
 /* Adopt descriptors with a known backend: the common end of from_fd() and
  * of unpickling in a multiprocessing child.  On success the object owns the
  * descriptors; on failure the caller still does (and nothing was closed). */
@@ -215,6 +235,7 @@ adopt(PyTypeObject *type, efd_state *st, const efd_backend *b, const int *fds,
     self->impl.ops = b;
     self->nonblocking = nonblocking;
     self->closed = 0;
+    efd_reg_add(self);
     return (PyObject *)self;
 }
 
@@ -266,10 +287,20 @@ eventfd_from_fd(PyTypeObject *type, PyObject *args, PyObject *kwds)
     is_ev = efd_fd_is_eventfd(fd);
     if (is_ev < 0)
         return efd_err_errno(-is_ev);
+    if (efd_reg_owned(fd)) {
+        PyErr_Format(PyExc_ValueError,
+                     "fd %d is owned by a live efd object of this process "
+                     "(descriptors are owned once: use that object; to hand "
+                     "it to another program, pass its handle())", fd);
+        return NULL;
+    }
     if (!is_ev) {
         PyErr_Format(PyExc_ValueError,
-                     "fd %d is not an eventfd (from_fd adopts kernel "
-                     "eventfds only)", fd);
+                     "fd %d is not an eventfd: from_fd adopts kernel eventfds "
+                     "only.  If it is part of an efd object (the 'pipe' or "
+                     "'futex' backend's readiness descriptor), hand the whole "
+                     "object over with its handle() and efd.from_handle()",
+                     fd);
         return NULL;
     }
     err = efd_kernel_fdinfo(fd, NULL, &kernel_sem);
@@ -338,6 +369,68 @@ eventfd_from_fds(PyTypeObject *type, PyObject *args)
     if (st == NULL)
         return NULL;
     return adopt(type, st, b, fds, n, semaphore, nonblocking);
+}
+
+/* _from_token(nonce, token): unpickling inside the dumping process (another
+ * interpreter, or a queue's get): duplicate the descriptors of the live
+ * object listed as `token` (efd_registry.c) and adopt the duplicates. */
+static PyObject *
+eventfd_from_token(PyTypeObject *type, PyObject *args)
+{
+    unsigned long long nonce, token;
+    int fds[3], nfds = 0, semaphore = 0, nonblocking = 0, err, i;
+    const efd_backend *b = NULL;
+    efd_state *st;
+    PyObject *r;
+
+    if (!PyArg_ParseTuple(args, "KK:_from_token", &nonce, &token))
+        return NULL;
+    st = efd_state_from_type(type);
+    if (st == NULL)
+        return NULL;
+    err = efd_reg_dup(nonce, token, fds, &nfds, &b, &semaphore,
+                      &nonblocking);
+    if (err == ESRCH) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "this pickle of an efd object was made in another "
+                        "process: efd objects should only be shared between "
+                        "processes through inheritance (multiprocessing), "
+                        "handle() or send_handle()");
+        return NULL;
+    }
+    if (err == ENOENT) {
+        PyErr_SetString(PyExc_ValueError,
+                        "the efd object this was pickled from is closed");
+        return NULL;
+    }
+    if (err)
+        return efd_err_errno(err);
+    r = adopt(type, st, b, fds, nfds, semaphore, nonblocking);
+    if (r == NULL) {
+        for (i = 0; i < nfds; i++)
+            close(fds[i]);
+    }
+    else
+        ((eventfd_object *)r)->quiet = 1;
+    return r;
+}
+
+/* _token() -> (nonce, token): what a pickle made inside this process names
+ * this object by. */
+static PyObject *
+eventfd_token(eventfd_object *self, PyObject *Py_UNUSED(ignored))
+{
+    uint64_t token;
+    CHECK_OPEN(self);
+    token = efd_reg_dump(self);
+    if (token == 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "this efd object is not listed in the process's "
+                        "table (out of memory when it was made)");
+        return NULL;
+    }
+    return Py_BuildValue("(KK)", (unsigned long long)efd_reg_nonce(),
+                         (unsigned long long)token);
 }
 
 /* ---- methods ----------------------------------------------------------- */
@@ -517,7 +610,18 @@ static PyObject *
 eventfd_close(eventfd_object *self, PyObject *Py_UNUSED(ignored))
 {
     if (!self->closed)
-        efd_object_close(self);
+        close_object(self);
+    Py_RETURN_NONE;
+}
+
+/* _collect(): close as the garbage collector does (no warning; pickles of
+ * the object that are still to be loaded in this process keep duplicates
+ * of its descriptors): for the drop-ins, whose own finalizer warns. */
+static PyObject *
+eventfd_collect(eventfd_object *self, PyObject *Py_UNUSED(ignored))
+{
+    if (!self->closed)
+        collect_object(self);
     Py_RETURN_NONE;
 }
 
@@ -534,7 +638,7 @@ eventfd_exit(eventfd_object *self, PyObject *const *Py_UNUSED(args),
              Py_ssize_t Py_UNUSED(nargs))
 {
     if (!self->closed)
-        efd_object_close(self);
+        close_object(self);
     Py_RETURN_NONE;
 }
 
@@ -570,12 +674,12 @@ eventfd_detach(eventfd_object *self, PyObject *Py_UNUSED(ignored))
             return PyErr_SetFromErrno(PyExc_OSError);
         if (!(fcntl(self->impl.fd, F_GETFD) & FD_CLOEXEC))
             (void)fcntl(fd, F_SETFD, 0);
-        efd_object_close(self);
+        close_object(self);
         return PyLong_FromLong(fd);
     }
     fd = self->impl.fd;
     self->detached = 1;
-    efd_object_close(self);
+    close_object(self);
     return PyLong_FromLong(fd);
 }
 
@@ -653,9 +757,9 @@ eventfd_finalize(PyObject *op)
     if (self->closed)
         return;
     PyErr_Fetch(&type, &value, &tb);
-    if (PyErr_ResourceWarning(op, 1, "unclosed %R", op) < 0)
+    if (!self->quiet && PyErr_ResourceWarning(op, 1, "unclosed %R", op) < 0)
         PyErr_WriteUnraisable(op);
-    efd_object_close(self);
+    collect_object(self);
     PyErr_Restore(type, value, tb);
 }
 
@@ -671,7 +775,7 @@ eventfd_dealloc(eventfd_object *self)
         self->users = 0;      /* nobody can be inside: they hold references */
     if (!self->closed || self->impl.fd >= 0 || self->spare_rfd >= 0
             || self->herd_ep >= 0 || self->waiters != NULL)
-        efd_object_close(self);
+        collect_object(self);
 #if PY_VERSION_HEX < 0x03090000
     Py_CLEAR(self->module);
 #endif
@@ -705,6 +809,12 @@ get_backend(eventfd_object *self, void *Py_UNUSED(c))
     if (self->impl.ops == NULL)
         Py_RETURN_NONE;
     return PyUnicode_FromString(self->impl.ops->name);
+}
+
+static PyObject *
+get_quiet(eventfd_object *self, void *Py_UNUSED(c))
+{
+    return PyBool_FromLong(self->quiet);
 }
 
 static PyObject *
@@ -745,6 +855,9 @@ static PyGetSetDef eventfd_getset[] = {
     {"backend", (getter)get_backend, NULL,
      "The name of the backend in use ('eventfd', 'eventfd-readback', "
      "'pipe' or 'futex').", NULL},
+    {"_quiet", (getter)get_quiet, NULL,
+     "True if made by loading a pickle inside this process (collected "
+     "while open, it closes without a ResourceWarning).", NULL},
     {"_wake_one", (getter)get_wake_one, NULL,
      "True if a release wakes one waiter across processes (event loops that "
      "register fileno() with EPOLLEXCLUSIVE included), not every process's.",
@@ -793,6 +906,9 @@ static PyMethodDef eventfd_methods[] = {
      "Close the descriptor(s).  Threads waiting in this object wake with "
      "ValueError.  Calling close() again does nothing."},
     {"__enter__", (PyCFunction)eventfd_enter, METH_NOARGS, NULL},
+    {"_collect", (PyCFunction)eventfd_collect, METH_NOARGS,
+     "_collect($self, /)\n--\n\nClose as the garbage collector does "
+     "(pickles still to be loaded in this process keep the descriptors)."},
     {"__exit__", (PyCFunction)(void (*)(void))eventfd_exit, METH_FASTCALL,
      NULL},
     {"from_fd", (PyCFunction)(void (*)(void))eventfd_from_fd,
@@ -808,6 +924,14 @@ static PyMethodDef eventfd_methods[] = {
      "'pipe' object's count is not in its descriptor (ValueError)."},
     {"_from_fds", (PyCFunction)(void (*)(void))eventfd_from_fds,
      METH_VARARGS | METH_CLASS, NULL},
+    {"_from_token", (PyCFunction)(void (*)(void))eventfd_from_token,
+     METH_VARARGS | METH_CLASS,
+     "_from_token($type, nonce, token, /)\n--\n\n"
+     "Unpickling inside the dumping process: a new object over duplicates "
+     "of the live object's descriptors."},
+    {"_token", (PyCFunction)eventfd_token, METH_NOARGS,
+     "_token($self, /)\n--\n\n(nonce, token): this object in the process's "
+     "table, for pickles made and loaded in this process."},
     {"_try_read", (PyCFunction)eventfd_try_read, METH_NOARGS,
      "_try_read($self, /)\n--\n\nOne non-blocking read: the value taken, or None."},
     {"_wait_readable", (PyCFunction)(void (*)(void))eventfd_wait_readable,

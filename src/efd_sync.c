@@ -35,10 +35,20 @@ sync_check_ev(PyObject *ev, efd_state *st)
     return 0;
 }
 
+/* The "closed" error, naming the drop-in's own class (its Python
+ * subclass's name: "Semaphore", "BoundedSemaphore", "Event"). */
+static PyObject *
+sync_err_closed(PyObject *self)
+{
+    PyErr_Format(PyExc_ValueError, "I/O operation on closed %s",
+                 Py_TYPE(self)->tp_name);
+    return NULL;
+}
+
 #define EV_OPEN(self)                                      \
     do {                                                   \
         if ((self)->ev->closed)                            \
-            return efd_err_closed();                       \
+            return sync_err_closed((PyObject *)(self));    \
     } while (0)
 
 /* ---- common ------------------------------------------------------------ */

@@ -3,6 +3,7 @@ on every backend, with threads, processes and event loops."""
 import asyncio
 import multiprocessing
 import os
+import contextlib
 import pickle
 import random
 import re
@@ -309,10 +310,29 @@ def test_semaphore_async(make_sem, aio):
     assert order == list(range(40))
 
 
-def test_semaphore_not_picklable_outside_spawning(make_sem):
+def test_semaphore_pickle_outside_spawning_stays_in_the_process(
+        make_sem, run_py):
+    # In this process (another interpreter, a queue's get) a pickle loads as
+    # a second owner of the same count; in another process it raises,
+    # naming the class.
     sem = make_sem(1)
-    with pytest.raises(RuntimeError):
-        pickle.dumps(sem)
+    other = pickle.loads(pickle.dumps(sem))
+    try:
+        assert type(other) is type(sem) and other._bound == sem._bound
+        assert other.acquire(blocking=False)
+        assert not sem.acquire(blocking=False)
+        other.release()
+    finally:
+        other.close()
+    assert sem.acquire(blocking=False)          # the source is unharmed
+    proc = run_py("import pickle, efd\n"
+                  "try:\n"
+                  "    pickle.loads(bytes.fromhex(%r))\n"
+                  "except RuntimeError as e:\n"
+                  "    print(e)\n" % pickle.dumps(sem).hex())
+    assert proc.stdout.startswith(
+        "%s objects should only be shared between processes through "
+        "inheritance" % type(sem).__name__), proc.stdout
 
 
 def _sem_child(sem, n, out):
@@ -549,9 +569,20 @@ def test_event_wakes_every_process(make_event, method):
     assert [p.exitcode for p in procs] == [0] * 5
 
 
-def test_event_not_picklable_outside_spawning(make_event):
-    with pytest.raises(RuntimeError):
-        pickle.dumps(make_event())
+def test_event_pickle_outside_spawning_stays_in_the_process(make_event,
+                                                           run_py):
+    event = make_event()
+    with contextlib.closing(pickle.loads(pickle.dumps(event))) as other:
+        other.set()
+        assert event.is_set()
+    proc = run_py("import pickle, efd\n"
+                  "try:\n"
+                  "    pickle.loads(bytes.fromhex(%r))\n"
+                  "except RuntimeError as e:\n"
+                  "    print(e)\n" % pickle.dumps(event).hex())
+    assert proc.stdout.startswith(
+        "Event objects should only be shared between processes through "
+        "inheritance"), proc.stdout
 
 
 # ---- threading's details: timeouts, repr, isSet, names ---------------------
@@ -676,6 +707,7 @@ SPEC_NAMES = {
     "MAX",          # documented in docs/api.rst
     "WouldBlock",   # SPEC 6: efd.aio's acquire_nowait() raises it
     "aio",          # SPEC 6: the async drop-ins, a submodule
+    "Handle", "from_handle", "send_handle", "recv_handle",   # SPEC §6
 }
 
 
@@ -685,7 +717,7 @@ def test_namespace_is_the_public_api():
     others = {name for name in dir(efd)
               if name not in SPEC_NAMES and not name.startswith("__")}
     # Apart from the public names and dunders, only submodules.
-    assert others <= {"_aio", "_efd", "_sync", "_selfcheck"}, others
+    assert others <= {"_aio", "_efd", "_sync", "_selfcheck", "_handles"}, others
     for name in others:
         assert getattr(efd, name).__name__ == "efd." + name
     for leaked in ("Optional", "_CEventFD"):

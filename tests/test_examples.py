@@ -36,7 +36,8 @@ def run_example(name, backend, *args):
 
 def test_every_example_is_tested():
     tested = {"threads.py", "processes.py", "select_many.py",
-              "pool_bounded.py", "asyncio_wakeup.py", "aio_limit.py"}
+              "pool_bounded.py", "asyncio_wakeup.py", "aio_limit.py",
+              "handle_exec.py", "unix_socket.py", "interpreters.py"}
     present = {n for n in os.listdir(EXAMPLES) if n.endswith(".py")}
     assert present == tested
 
@@ -93,3 +94,30 @@ def test_aio_limit(backend):
         r"\(limit 2\); units left: 2; exit codes \[0\]\n", out)
     assert m, out
     assert 1 <= int(m.group(1)) <= 2
+
+
+def test_handle_exec(backend):
+    out = run_example("handle_exec.py", backend).splitlines()
+    assert out == ["worker: a Semaphore and an Event, took 5 jobs",
+                   "parent: worker done: True, jobs left: False, "
+                   "exit code 0"]
+
+
+def test_unix_socket(backend):
+    out = run_example("unix_socket.py", backend).splitlines()
+    assert out == ["client: got a BoundedSemaphore (%s backend)" % backend,
+                   "client: holding a unit",
+                   "server: client exit code 0, 2 units back"]
+
+
+def test_interpreters(backend):
+    out = run_example("interpreters.py", backend).splitlines()
+    try:
+        from concurrent import interpreters  # noqa: F401
+    except ImportError:
+        assert out == ["needs CPython 3.14+ (concurrent.interpreters): "
+                       "skipped"]
+        return
+    assert out == ["pool: %s" % [i * i for i in range(8)],
+                   "call: the other interpreter released 3 (%s); "
+                   "5 units here" % backend]

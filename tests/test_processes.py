@@ -113,12 +113,28 @@ def test_multiprocessing_argument(make, backend, semaphore, method):
     assert a.acquire(blocking=False)
 
 
-def test_pickling_outside_process_start(make):
+def test_pickling_outside_process_start(make, run_py):
+    # Outside a process start, a pickle is for this process only (another
+    # interpreter, a queue's get): it holds no descriptor, and loads as a
+    # second owner of the same count; in another process it raises.
     ev = make(1)
     for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
-        with pytest.raises(RuntimeError):
-            pickle.dumps(ev, protocol)
+        data = pickle.dumps(ev, protocol)
+        with pickle.loads(data) as other:
+            assert other is not ev and other.backend == ev.backend
+            other.release()
+        assert ev.acquire(blocking=False)
+    ev.release()
     assert ev.acquire(blocking=False)        # unharmed
+    code = ("import pickle, efd\n"
+            "try:\n"
+            "    pickle.loads(bytes.fromhex(%r))\n"
+            "except RuntimeError as e:\n"
+            "    print(e)\n" % pickle.dumps(ev).hex())
+    proc = run_py(code)
+    assert proc.stdout.startswith(
+        "EventFD objects should only be shared between processes through "
+        "inheritance"), proc.stdout
 
 
 # ---- subprocess, pass_fds and from_fd --------------------------------------

@@ -7,7 +7,7 @@ for a strict user.  It is also run, so it must be correct at run time too.
 import asyncio
 import os
 import select
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import efd
 
@@ -78,8 +78,34 @@ async def waits() -> int:
         event.close()
 
 
+def handles() -> bool:
+    # Handles: the text, its descriptors, and the socket pair of calls (a
+    # handle adopted in the process that owns it is refused: owned once).
+    sem = efd.BoundedSemaphore(2)
+    try:
+        h: efd.Handle = sem.handle()
+        text: str = h
+        fds: Tuple[int, ...] = h.fds
+        backend: str = sem.backend
+        try:
+            efd.from_handle(text)
+        except ValueError:
+            pass
+        import socket
+        a, b = socket.socketpair()
+        with a, b:
+            efd.send_handle(a, sem)
+            try:
+                efd.recv_handle(b)
+            except ValueError:
+                pass
+        return len(fds) > 0 and backend != ""
+    finally:
+        sem.close()
+
+
 def main() -> None:
-    print(counters(), asyncio.run(waits()), os.getpid() > 0)
+    print(counters(), asyncio.run(waits()), os.getpid() > 0, handles())
 
 
 if __name__ == "__main__":
