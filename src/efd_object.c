@@ -422,6 +422,7 @@ eventfd_token(eventfd_object *self, PyObject *Py_UNUSED(ignored))
 {
     uint64_t token;
     CHECK_OPEN(self);
+    self->impl.desc_shared = 1;     /* its load will duplicate them */
     token = efd_reg_dump(self);
     if (token == 0) {
         PyErr_SetString(PyExc_ValueError,
