@@ -41,13 +41,20 @@ from . import _efd
 __all__ = ["Handle", "from_handle", "send_handle", "recv_handle"]
 
 VERSION = "efd1"
-CLASSES = ("EventFD", "Semaphore", "BoundedSemaphore", "Event")
+CLASSES = ("EventFD", "Semaphore", "BoundedSemaphore", "Event",
+           "aio.Semaphore", "aio.BoundedSemaphore", "aio.Lock", "aio.Event")
+#: What each class is in the count's terms: (semaphore mode?, bounded?).
+_KINDS = {"EventFD": (None, False), "Semaphore": (True, False),
+          "BoundedSemaphore": (True, True), "Event": (False, False),
+          "aio.Semaphore": (True, False), "aio.BoundedSemaphore": (True, True),
+          "aio.Lock": (True, True), "aio.Event": (False, False)}
 BACKENDS = ("eventfd", "eventfd-readback", "pipe", "futex")
 _NFDS = {"eventfd": 1, "eventfd-readback": 1, "pipe": 3, "futex": 3}
 _NUMBER = r"(?:0|[1-9][0-9]{0,19})"
 _FORMAT = re.compile(
     r"efd1:(%s):(%s):(semaphore|counter)(\+nonblocking)?:(-|%s):(%s(?:,%s){0,2})"
-    % ("|".join(CLASSES), "|".join(re.escape(b) for b in BACKENDS),
+    % ("|".join(re.escape(c) for c in CLASSES),
+       "|".join(re.escape(b) for b in BACKENDS),
        _NUMBER, _NUMBER, _NUMBER), re.ASCII)
 _MAX = 2**64 - 2
 #: The longest handle text there can be (recv_handle's buffer).
@@ -98,16 +105,17 @@ def _parse(text: Any) -> _Parsed:
     if len(set(fds)) != len(fds) or max(fds) > 2**31 - 1:
         raise ValueError("malformed efd handle: bad descriptor numbers: %.80r"
                          % (text,))
-    if cls == "Event" and semaphore or cls in ("Semaphore",
-                                               "BoundedSemaphore") and not semaphore:
+    want_sem, bounded = _KINDS[cls]
+    if want_sem is not None and want_sem != semaphore:
         raise ValueError("malformed efd handle: an %s is never in %s mode: "
                          "%.80r" % (cls, mode, text))
     if cls != "EventFD" and nb:
         raise ValueError("malformed efd handle: only an EventFD is "
                          "non-blocking: %.80r" % (text,))
-    if (bound == "-") != (cls != "BoundedSemaphore"):
-        raise ValueError("malformed efd handle: a bound is for a "
-                         "BoundedSemaphore (and it needs one): %.80r" % (text,))
+    if (bound == "-") == bounded:
+        raise ValueError("malformed efd handle: a bound is for a bounded "
+                         "semaphore or a lock (and they need one): %.80r"
+                         % (text,))
     value = None if bound == "-" else int(bound)
     if value is not None and value > _MAX:
         raise ValueError("malformed efd handle: bound past 2**64 - 2: %.80r"
@@ -139,7 +147,10 @@ class Handle(str):
 
 
 def _class_name(obj: Any) -> str:
-    from . import BoundedSemaphore, Event, EventFD, Semaphore
+    from . import BoundedSemaphore, Event, EventFD, Semaphore, aio
+    for cls in (aio.Lock, aio.BoundedSemaphore, aio.Semaphore, aio.Event):
+        if isinstance(obj, cls):
+            return "aio." + cls.__name__
     for cls in (BoundedSemaphore, Semaphore, Event, EventFD):
         if isinstance(obj, cls):
             return cls.__name__
@@ -153,13 +164,14 @@ def _event_fd(obj: Any) -> Any:
 
 def _describe(obj: Any) -> _Parsed:
     cls = _class_name(obj)
-    if cls != "EventFD":
-        obj._check_open()          # the closed error names the class
     ev = _event_fd(obj)
+    if cls != "EventFD" and ev.closed:     # the closed error names the class
+        raise ValueError("I/O operation on closed %s" % type(obj).__name__)
     fds = ev._fds()                # ValueError if closed
+    core = obj._core if cls.startswith("aio.") else obj
     return _Parsed(cls, ev.backend, ev.semaphore,
                    cls == "EventFD" and ev.nonblocking,
-                   obj._bound if cls == "BoundedSemaphore" else None, fds)
+                   core._bound if _KINDS[cls][1] else None, fds)
 
 
 def handle(obj: Any) -> Handle:
@@ -249,12 +261,18 @@ def _adopt(p: _Parsed) -> Any:
     p.adopted = True               # the object owns the descriptors now
     if p.cls == "EventFD":
         return ev
-    cls = {"Semaphore": Semaphore, "BoundedSemaphore": BoundedSemaphore,
-           "Event": Event}[p.cls]
+    from . import aio
+    name = p.cls[4:] if p.cls.startswith("aio.") else p.cls
+    core_cls = {"Semaphore": Semaphore, "BoundedSemaphore": BoundedSemaphore,
+                "Lock": BoundedSemaphore, "Event": Event}[name]
     try:
-        if p.cls == "BoundedSemaphore":
-            return _sync._rebuild(cls, ev, p.bound)
-        return _sync._rebuild(cls, ev)
+        if p.bound is not None:
+            core = _sync._rebuild(core_cls, ev, p.bound)
+        else:
+            core = _sync._rebuild(core_cls, ev)
+        if not p.cls.startswith("aio."):
+            return core
+        return aio._rebuild(getattr(aio, name), core)
     except BaseException:
         ev.close()
         raise

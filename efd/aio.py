@@ -111,6 +111,21 @@ class _Base:
     def _extra(self) -> str:
         raise NotImplementedError  # pragma: no cover
 
+    def handle(self) -> Any:
+        """A text naming this object, for :func:`efd.from_handle` in a
+        program started with ``exec`` (or :func:`efd.send_handle` to an
+        unrelated process): the same class, backend and bound there, over
+        the same count.  See :meth:`efd.EventFD.handle`.
+
+        Returns:
+            An :class:`efd.Handle` (a :class:`str`) with a ``fds`` tuple.
+
+        Raises:
+            ValueError: The object is closed.
+        """
+        from . import _handles
+        return _handles.handle(self)
+
     def __repr__(self) -> str:
         # asyncio's format: "<efd.aio.Lock object at 0x... [unlocked]>".
         res = object.__repr__(self)

@@ -25,7 +25,9 @@
  * signal) passes a wake-up it may have been chosen for on (interrupt(impl,
  * 0)).
  *
- * Readiness ("armed").  The object owns a channel that fileno() returns.
+ * Readiness ("armed").  The object owns a channel -- a pipe, so that
+ * from_fd() in any process can tell it from a user's eventfd and refuse
+ * half an object -- that fileno() returns.
  * Until somebody calls fileno() -- directly, or by waiting in an event
  * loop -- nobody keeps it in step, and a crossing of zero costs nothing.
  * The first fileno() arms the shared page, so that every process sharing

@@ -68,6 +68,16 @@
 #    ifndef MFD_CLOEXEC
 #      define MFD_CLOEXEC 0x0001U
 #    endif
+#    ifndef MFD_ALLOW_SEALING
+#      define MFD_ALLOW_SEALING 0x0002U
+#    endif
+#    ifndef F_ADD_SEALS
+#      define F_ADD_SEALS 1033
+#      define F_GET_SEALS 1034
+#      define F_SEAL_SEAL 0x0001
+#      define F_SEAL_SHRINK 0x0002
+#      define F_SEAL_GROW 0x0004
+#    endif
 #  endif
 #endif
 
@@ -103,7 +113,8 @@ shm_create(int *out_fd)
 {
     int fd = -1;
 #ifdef EFD_HAVE_MEMFD
-    fd = (int)syscall(SYS_memfd_create, "efd", MFD_CLOEXEC);
+    fd = (int)syscall(SYS_memfd_create, "efd",
+                      MFD_CLOEXEC | MFD_ALLOW_SEALING);
 #endif
     if (fd < 0) {
         struct timespec ts;
@@ -140,6 +151,15 @@ shm_new(size_t size, int cloexec, int *out_fd, void **out_map)
         err = errno;
         goto fail;
     }
+#ifdef EFD_HAVE_MEMFD
+    /* The size is for good: a process we hand the page to could otherwise
+     * shrink it under everybody's mapping (SIGBUS at the next access). */
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0
+            && errno != EINVAL) {       /* EINVAL: shm_open's, not a memfd */
+        err = errno;
+        goto fail;
+    }
+#endif
     p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
         err = errno;
@@ -162,6 +182,18 @@ shm_adopt(int fd, size_t size, void **out_map)
         return errno;
     if (!S_ISREG(st.st_mode) || st.st_size < (off_t)size)
         return EINVAL;
+#ifdef EFD_HAVE_MEMFD
+    {
+        /* A page from another process must be sealed against shrinking
+         * (efd's own memfds are, from the start): one its sender could
+         * truncate later would kill us with SIGBUS.  A file that cannot
+         * carry seals at all (shm_open's, where memfd_create is refused)
+         * is taken as it is. */
+        int seals = fcntl(fd, F_GET_SEALS);
+        if (seals >= 0 ? !(seals & F_SEAL_SHRINK) : errno != EINVAL)
+            return EINVAL;
+    }
+#endif
     p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED)
         return errno;
