@@ -371,7 +371,15 @@ class _Waiters:
         self.paused: Any = None
 
     def busy(self) -> bool:
-        """Whether a newcomer must queue: consumers wait or were served."""
+        """Whether a newcomer must queue: consumers wait or were served.
+
+        Not the tasks of a loop that was closed with them still queued:
+        they can never run again, so no unit is meant for them (the record
+        is dropped).
+        """
+        if self.loop.is_closed():
+            self.fail(ValueError(_CLOSED_MESSAGE))
+            return False
         return bool(self.consumers or self.served)
 
     def count_waiting(self) -> int:
@@ -582,8 +590,11 @@ class _Waiters:
         futures = list(self.consumers) + self.watchers
         self.consumers.clear()
         self.watchers = []
-        self.unwatch()
+        if not self.loop.is_closed():
+            self.unwatch()
         _unpublish(self)
+        if self.loop.is_closed():
+            return      # its tasks can never run: nothing to tell them
         for fut in futures:
             if not fut.done():
                 fut.set_exception(exc)

@@ -377,7 +377,12 @@ event_set(sync_object *self, PyObject *Py_UNUSED(ignored))
         if (err && err != EAGAIN)
             return efd_err_errno(err);
     }
-    if (ev->waiters != NULL && ev->impl.ops->block == NULL)
+    /* Wake this process's waiters even where the release just woke the
+     * counted ones (futex): a waiter that was running a signal handler, or
+     * was between its look at the generation and counting itself in, is
+     * not counted, and its ticket predates this wake-up, so it looks again
+     * instead of sleeping through a set() that a clear() already undid. */
+    if (ev->waiters != NULL)
         efd_wake_waiters(ev, EFD_OP_READY);
     Py_RETURN_NONE;
 }

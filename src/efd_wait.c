@@ -586,7 +586,7 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
     int64_t deadline = -1;
     uint64_t generation = LOAD(&self->generation);
     int err, result, pollout_lies = 0, first, quiet, rearm = 0;
-    int busy = 0, backoff = 0;
+    int busy = 0, backoff = 0, looked = 0;
     uint32_t ticket = 0, proc;
     efd_waiter *w;
 
@@ -666,7 +666,13 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
                 ticket = impl->ops->ticket(impl, block_kind(op));
                                         /* before every look */
             closed = LOAD(&self->closed);
-            if (n >= 0 && !closed) {
+            /* A sleep that a signal cut short is a look too: under a
+             * storm of signals faster than the re-check interval, a wait
+             * that only looked after a wake-up or a timeout would never
+             * look again (a one-shot herd event held back by a back-off,
+             * and the token never re-checked). */
+            looked = n >= 0 || saved_errno == EINTR;
+            if (looked && !closed) {
                 err = attempt(impl, op, value);
                 /* Readable, yet nothing there: the readiness may be stale
                  * (memory backends: a process died before its sync). */
@@ -710,9 +716,9 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
         }
         Py_END_ALLOW_THREADS
 
-        if (n >= 0 && !closed) {
+        if (looked && !closed) {
             if (err == 0) {
-                result = 1;
+                result = 1;             /* signals run after we return */
                 break;
             }
             if (err != EAGAIN && err != EINTR) {

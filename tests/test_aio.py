@@ -550,3 +550,24 @@ def test_processes_conserve_units_under_cancellation(made, method):
         proc.join(60)
         assert proc.exitcode == 0
     assert sem.value == 2
+
+
+def test_tasks_of_a_closed_loop_hold_nothing(backend):
+    """A loop closed while its tasks were queued on the object: its tasks
+    can never run, so a non-blocking acquire takes the unit, and close()
+    works (it used to raise 'Event loop is closed' and stay open)."""
+    sem = efd.Semaphore(0, backend=backend)
+    loop = asyncio.new_event_loop()
+    try:
+        task = loop.create_task(sem.acquire_async())
+        loop.run_until_complete(asyncio.sleep(0.05))    # the task queues
+        assert not task.done()
+    finally:
+        loop.close()
+    try:
+        sem.release()
+        assert sem.acquire(False) is True
+        assert sem.value == 0
+    finally:
+        sem.close()
+    assert sem.closed
