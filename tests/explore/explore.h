@@ -33,6 +33,7 @@ typedef struct ex_scenario {
     int arm;                        /* call ops->arm before the actors run */
     int nactors;                    /* 2 or 3 */
     ex_body bodies[3];              /* actors A, B, C */
+    int counter;                    /* 1: counter mode (reads take all) */
 } ex_scenario;
 
 extern const ex_scenario ex_scenarios[];
@@ -45,6 +46,8 @@ efd_impl *act_impl(ex_actor *a);
 int act_try_read(ex_actor *a);
 /* One try_write(n). */
 int act_release(ex_actor *a, uint64_t n);
+/* One try_write_limit(n, limit) (BoundedSemaphore). */
+int act_release_limit(ex_actor *a, uint64_t n, uint64_t limit);
 /* A blocking acquire as efd_wait() runs it on a block() backend:
  * loop { ticket; try_read; block(READ, ticket, 100 ms) }, giving up after
  * EX_MAX_TIMEOUTS re-checks in a row with nothing taken, and then passing

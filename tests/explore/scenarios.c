@@ -60,39 +60,89 @@ watch(ex_actor *a)
     (void)act_watch(a);
 }
 
+/* ---- adversarial review (repro17) ------------------------------------ */
+
+/* Another process closes its copy while sleepers sleep: interrupt(impl, 1)
+ * bumps both words and wakes everybody. */
+static void
+close_elsewhere(ex_actor *a)
+{
+    act_impl(a)->ops->interrupt(act_impl(a), 1);
+}
+
+/* BoundedSemaphore.release(1) with bound 1 (try_write_limit). */
+static void
+give_one_bounded(ex_actor *a)
+{
+    efd_impl *impl = act_impl(a);
+    (void)impl;
+    (void)act_release_limit(a, 1, 1);
+}
+
+static void
+give_one_then_watch(ex_actor *a)
+{
+    (void)act_release(a, 1);
+    (void)act_watch(a);
+}
+
 /* ---- the table --------------------------------------------------------- */
 
 const ex_scenario ex_scenarios[] = {
     { "pipe-take-vs-give",
       "row 2: pipe, count 1; A try_read, B try_write(1); readiness in step",
-      &efd_backend_pipe, 1, 0, 2, { take_one, give_one, NULL } },
+      &efd_backend_pipe, 1, 0, 2, { take_one, give_one, NULL }, 0 },
     { "pipe-give-vs-take-empty",
       "pipe, count 0; A try_write(1), B try_read; readiness in step",
-      &efd_backend_pipe, 0, 0, 2, { give_one, take_one, NULL } },
+      &efd_backend_pipe, 0, 0, 2, { give_one, take_one, NULL }, 0 },
     { "pipe-take-vs-take",
       "pipe, count 1; A and B try_read; one gets it, readiness in step",
-      &efd_backend_pipe, 1, 0, 2, { take_one, take_one, NULL } },
+      &efd_backend_pipe, 1, 0, 2, { take_one, take_one, NULL }, 0 },
     { "pipe-take-vs-two-gives",
       "row 2, three actors: pipe, count 1; A try_read, B and C "
       "try_write(1); readiness in step",
-      &efd_backend_pipe, 1, 0, 3, { take_one, give_one, give_one } },
+      &efd_backend_pipe, 1, 0, 3, { take_one, give_one, give_one }, 0 },
     { "futex-armed-take-vs-give",
       "row 2 on futex after arm: count 1; A try_read, B try_write(1)",
-      &efd_backend_futex, 1, 1, 2, { take_one, give_one, NULL } },
+      &efd_backend_futex, 1, 1, 2, { take_one, give_one, NULL }, 0 },
     { "futex-sleeper-aba",
       "row 3: futex, count 0; A two blocking acquires, B two releases of 1",
-      &efd_backend_futex, 0, 0, 2, { acquire_two, give_one_twice, NULL } },
+      &efd_backend_futex, 0, 0, 2, { acquire_two, give_one_twice, NULL }, 0 },
     { "futex-watcher-vs-reader",
       "row 4: futex, count 0; A watcher (ready), B blocking acquire, "
       "C release(1)",
-      &efd_backend_futex, 0, 0, 3, { watch, acquire_one, give_one } },
+      &efd_backend_futex, 0, 0, 3, { watch, acquire_one, give_one }, 0 },
     { "futex-watcher-vs-reader-2",
       "row 4, longer: futex, count 0; A watcher, B two blocking acquires, "
       "C two releases of 1",
-      &efd_backend_futex, 0, 0, 3, { watch, acquire_two, give_one_twice } },
+      &efd_backend_futex, 0, 0, 3, { watch, acquire_two, give_one_twice }, 0 },
     { "futex-two-readers-two-units",
       "futex, count 0; A and B blocking acquires, C release(2)",
-      &efd_backend_futex, 0, 0, 3, { acquire_one, acquire_one, give_two } },
+      &efd_backend_futex, 0, 0, 3, { acquire_one, acquire_one, give_two }, 0 },
+    /* repro17: counter mode, two readers, two releases of 1: every unit
+     * must reach a reader without a re-check */
+    { "futex-counter-two-readers",
+      "counter mode: futex, count 0; A and B blocking acquires, C two "
+      "releases of 1",
+      &efd_backend_futex, 0, 0, 3, { acquire_one, acquire_one,
+                                     give_one_twice }, 1 },
+    { "futex-close-elsewhere",
+      "futex, count 0; A blocking acquire, B interrupt(all) (a close in "
+      "another process), C release(1)",
+      &efd_backend_futex, 0, 0, 3, { acquire_one, close_elsewhere, give_one }, 0 },
+    { "futex-armed-bounded",
+      "futex armed, count 0 bound 1; A blocking acquire, B and C "
+      "try_write_limit(1, 1)",
+      &efd_backend_futex, 0, 1, 3, { acquire_one, give_one_bounded,
+                                     give_one_bounded }, 0 },
+    { "futex-armed-three",
+      "futex armed, count 0; A blocking acquire, B release(1) then watch, "
+      "C try_read",
+      &efd_backend_futex, 0, 1, 3, { acquire_one, give_one_then_watch,
+                                     take_one }, 0 },
+    { "pipe-counter-take-vs-give",
+      "counter mode: pipe, count 1; A try_read, B try_write(1), C try_write(1)",
+      &efd_backend_pipe, 1, 0, 3, { take_one, give_one, give_one }, 1 },
 };
 
 const int ex_nscenarios = (int)(sizeof(ex_scenarios) / sizeof(ex_scenarios[0]));
