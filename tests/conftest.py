@@ -39,10 +39,20 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FULL = os.environ.get("EFD_FULL", "") not in ("", "0")
 
 
-def pytest_addoption(parser):
+def pytest_addoption(parser, pluginmanager):
     parser.addoption("--full", action="store_true", default=False,
                      help="run the long campaigns at full size (as CI does); "
                           "same as EFD_FULL=1")
+    # pyproject.toml's addopts runs the suite on pytest-xdist workers
+    # (--numprocesses=4: the tests mostly wait on children, sleeps and
+    # timeouts).  Where xdist is not loaded (-p no:xdist, to debug in one
+    # process; or not installed), accept that option and ignore it, so that
+    # addopts still parses.  -n 0 also runs everything in this process.
+    # Under xdist, --full reaches the workers both as an option and through
+    # EFD_FULL.
+    if not pluginmanager.has_plugin("xdist"):
+        parser.addoption("--numprocesses", dest="numprocesses", default=None,
+                         help="(pytest-xdist is not loaded: ignored)")
 
 
 def pytest_configure(config):

@@ -17,7 +17,7 @@ import pytest
 import efd
 from efd import _aio
 
-from conftest import KERNEL_BACKENDS, PROMPT
+from conftest import KERNEL_BACKENDS, PROMPT, full_or
 
 try:
     import uvloop
@@ -699,7 +699,7 @@ def test_timeout_never_ends_early(backend, aio, what):
     # early in a few percent of waits; the deadline is monotonic and a timer
     # that fires before it is armed again for the rest.
     rng = random.Random(11)
-    timeouts = [rng.uniform(0.0005, 0.004) for _ in range(300)]
+    timeouts = [rng.uniform(0.0005, 0.004) for _ in range(full_or(100, 300))]
 
     async def main():
         if what == "acquire_async":

@@ -6,8 +6,8 @@ Each test knows in advance how many units will be released and acquired, so
 the count left at the end is known exactly and is checked by draining.  Every
 join is bounded: a lost wakeup fails the test instead of hanging it.
 
-The amount of work scales with ``EFD_STRESS_SCALE`` (a float, default 1:
-a few seconds per backend).  ``EFD_BACKEND`` restricts the backends, through
+The amount of work scales with ``EFD_STRESS_SCALE`` (a float; by default
+0.25, and 1 -- a few seconds per backend -- under ``pytest --full``).  ``EFD_BACKEND`` restricts the backends, through
 the ``backend`` fixture of conftest.py.
 """
 import multiprocessing
@@ -20,10 +20,10 @@ import time
 import pytest
 
 import efd
-from conftest import backend_unavailable, twin
+from conftest import backend_unavailable, full_or, twin
 
 MAX = 2**64 - 2
-SCALE = float(os.environ.get("EFD_STRESS_SCALE", "1") or "1")
+SCALE = float(os.environ.get("EFD_STRESS_SCALE") or full_or(0.25, 1))
 #: How long any single worker may take before it counts as hung.
 WORKER_LIMIT = 60.0 * max(1.0, SCALE)
 

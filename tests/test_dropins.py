@@ -19,7 +19,7 @@ import pytest
 import efd
 from efd import _aio
 
-from conftest import KERNEL_BACKENDS, PROMPT, backend_unavailable
+from conftest import KERNEL_BACKENDS, PROMPT, backend_unavailable, full_or
 
 #: threading.Semaphore.release(n) is new in Python 3.9.
 RELEASE_N = sys.version_info >= (3, 9)
@@ -939,7 +939,7 @@ def test_event_set_then_clear_wakes_every_waiter(make_event):
     # What lock_tests' test_set_and_clear checks (tests/test_lock_tests.py
     # runs it too), with more waiters, each round started together.
     event = make_event()
-    for _ in range(20):
+    for _ in range(full_or(5, 20)):
         results = []
         ready = threading.Barrier(9)
 

@@ -13,10 +13,13 @@ os.open() of a scratch file reuse the number before the syscall runs.
 import pytest
 
 from _faults import child_code
+from conftest import full_or
 from test_fault_kill import STOP
 
-#: Tries per (backend, operation).
-TRIES = 300
+#: Tries per (backend, operation), default run and --full.
+TRIES = full_or(60, 300)
+#: Rounds of the stopped-holder close test per backend.
+STOP_ROUNDS = full_or(6, 20)
 
 _RACE = '''
     import tempfile
@@ -141,6 +144,6 @@ def test_close_wakes_waiters(backend, run_py):
 
 def test_close_wakes_a_waiter_behind_a_stopped_process(backend, run_py):
     """Issue 9 items 2 and 'Close': close() wakes a waiter behind a SIGSTOPped lock holder."""
-    code = child_code(STOP, ROUNDS=20, SEED=8, CHECKS=("close",))
+    code = child_code(STOP, ROUNDS=STOP_ROUNDS, SEED=8, CHECKS=("close",))
     proc = run_py(code, backend=backend, timeout=40)
-    assert "rounds 20" in proc.stdout
+    assert "rounds %d" % STOP_ROUNDS in proc.stdout

@@ -4,11 +4,12 @@ A process SIGKILLed at any instant -- reaped, or left a zombie -- must never
 make another process hang, spin, or miss a wake-up; only units already in
 the dead process's hands may be gone.  No test can time a kill inside the
 ``pipe`` backend's locked section, so these kill workers that hammer a shared
-object at random instants, hundreds of times, and after every kill check
-what a survivor sees: a thread that was already waiting wakes, a timed
-acquire returns on time, ``select`` on ``fileno()`` agrees with the count,
-a fresh waiter and an ``acquire_async`` waiter get a released unit, and
-nothing was created or lost beyond the dead workers' hands.
+object at random instants, dozens of times (hundreds under ``pytest
+--full``), and after every kill check what a survivor sees: a thread that
+was already waiting wakes, a timed acquire returns on time, ``select`` on
+``fileno()`` agrees with the count, a fresh waiter and an ``acquire_async``
+waiter get a released unit, and nothing was created or lost beyond the dead
+workers' hands.
 
 Everything runs in a child (the "survivor") with a faulthandler watchdog:
 a survivor frozen with the GIL held fails with its threads' tracebacks.
@@ -19,15 +20,17 @@ import subprocess
 import pytest
 
 from _faults import child_code, run_parallel
+from conftest import full_or
 
-#: Kill rounds per (backend, mode): 200 per backend in all.
-KILL_ROUNDS = 100
+#: Kill rounds per (backend, mode): 200 per backend in all with --full.
+#: (Each size here is full_or(default run, --full).)
+KILL_ROUNDS = full_or(25, 100)
 #: Kill rounds with the worker in a pid namespace, per (backend, mode).
-NS_ROUNDS = 25
+NS_ROUNDS = full_or(6, 25)
 #: Kill rounds of the Event test, per backend.
-EVENT_ROUNDS = 100
+EVENT_ROUNDS = full_or(25, 100)
 #: Stop rounds per backend.
-STOP_ROUNDS = 10
+STOP_ROUNDS = full_or(4, 10)
 
 _KILL = '''
     rng = random.Random(SEED)

@@ -1,7 +1,8 @@
 """Leak tests: every path, many times, and nothing grows.
 
-Each scenario runs ``EFD_LEAK_ITERS`` times (default 20,000; run the full
-100,000 by hand with ``EFD_LEAK_ITERS=100000``) after a warm-up, and then
+Each scenario runs ``EFD_LEAK_ITERS`` times (default 4,000; 20,000 under
+``pytest --full``; run 100,000 by hand with ``EFD_LEAK_ITERS=100000``) after
+a warm-up, and then
 the process must show no growth in
 
 * open file descriptors (exactly none),
@@ -20,10 +21,11 @@ import warnings
 import pytest
 
 import efd
-from conftest import backend_unavailable, kernel_eventfd_available, open_fd_count
+from conftest import (backend_unavailable, full_or, kernel_eventfd_available,
+                      open_fd_count)
 from test_hostile import Idx
 
-ITERS = int(os.environ.get("EFD_LEAK_ITERS", "20000"))
+ITERS = int(os.environ.get("EFD_LEAK_ITERS") or full_or(4000, 20000))
 WARMUP = max(200, ITERS // 20)
 MAX = 2**64 - 2
 PAGE = os.sysconf("SC_PAGE_SIZE")

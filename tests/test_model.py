@@ -19,9 +19,9 @@ and checks every result, every exception and (through ``_peek()`` or
 * efd's ``os.eventfd`` backport (``efd.eventfd`` / ``eventfd_read`` /
   ``eventfd_write``), which must behave as the kernel target does.
 
-Budget: ``EFD_MODEL_EXAMPLES`` (default 40) sequences of up to
-``EFD_MODEL_STEPS`` (default 40) steps per target; raise both for a long
-run, e.g. ``EFD_MODEL_EXAMPLES=2000 EFD_MODEL_STEPS=100``.
+Budget: ``EFD_MODEL_EXAMPLES`` (default 20, 40 under ``pytest --full``)
+sequences of up to ``EFD_MODEL_STEPS`` (default 40) steps per target; raise
+both for a long run, e.g. ``EFD_MODEL_EXAMPLES=2000 EFD_MODEL_STEPS=100``.
 """
 import os
 import sys
@@ -40,10 +40,11 @@ from hypothesis.stateful import (
 )
 
 import efd
+from conftest import full_or
 
 MAX = 2**64 - 2
 U64 = 2**64
-EXAMPLES = int(os.environ.get("EFD_MODEL_EXAMPLES", "40"))
+EXAMPLES = int(os.environ.get("EFD_MODEL_EXAMPLES") or full_or(20, 40))
 STEPS = int(os.environ.get("EFD_MODEL_STEPS", "40"))
 
 

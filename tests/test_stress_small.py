@@ -1,7 +1,8 @@
 """The stress run of tests/stress/stress.py, CI-sized, on every backend.
 
 8 threads, 4 forked processes of 2 threads and 4 asyncio tasks share one
-EventFD; about 20,000 operations per backend and mode (both modes).  The
+EventFD; about 5,000 operations per backend and mode (both modes), 20,000
+under ``pytest --full``.  The
 script checks conservation (released == taken + left, left == 0) and that no
 worker hangs.  The long setting is run by hand::
 
@@ -13,10 +14,10 @@ import os
 import subprocess
 import sys
 
-from conftest import REPO, child_env
+from conftest import REPO, child_env, full_or
 
 SCRIPT = os.path.join(REPO, "tests", "stress", "stress.py")
-OPS = int(os.environ.get("EFD_STRESS_OPS", "20000"))
+OPS = int(os.environ.get("EFD_STRESS_OPS") or full_or(5000, 20000))
 
 
 def test_stress_small(backend):

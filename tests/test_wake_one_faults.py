@@ -35,14 +35,18 @@ import pytest
 
 import _seccomp
 from _faults import TESTS, child_code
+from conftest import full_or
 from test_wake_one import PROCS, RELEASES, WAKE_PRELUDE, _PROCS_WAKE
 
-#: Rounds of the processes test per backend (1..S units each).
-PROC_ROUNDS = 40
+#: Rounds of the processes test per backend (1..S units each), in the
+#: default run and under --full.  Each round disturbs with a signal, a
+#: close or nothing at random, and the tests check that every kind
+#: happened: 25 rounds miss one with probability about 2 * (2/3)**25, 1e-4.
+PROC_ROUNDS = full_or(25, 40)
 #: Rounds of the threads test per backend (each waits for its leavers).
-THREAD_ROUNDS = 40
+THREAD_ROUNDS = full_or(25, 40)
 #: Rounds of the kill test per backend.
-KILL_ROUNDS = 30
+KILL_ROUNDS = full_or(12, 30)
 
 #: Waiters that leave in other ways than with a unit, and the driver's
 #: books (after WAKE_PRELUDE).
@@ -246,9 +250,9 @@ def test_no_lost_wakeups_threads(backend, run_py):
     """Per round, 4 steady waiting threads, 4 that wait with short timeouts
     (2-20 ms) that run out about when 1-4 units come, one whose object is
     closed under it, and the main thread interrupted by raising handlers,
-    each taking at most one unit: in 40 rounds every unit is taken, none is
-    lost, and no unit waits while every long waiter sleeps (a wake-up that
-    was not passed on)."""
+    each taking at most one unit: in THREAD_ROUNDS rounds every unit is
+    taken, none is lost, and no unit waits while every long waiter sleeps (a
+    wake-up that was not passed on)."""
     seed = random.randrange(2**32)
     proc = run_py(child_code(WAKE_PRELUDE + FAULTS_PRELUDE + _THREADS, SEED=seed,
                              S=4, L=4, ROUNDS=THREAD_ROUNDS),
@@ -456,7 +460,7 @@ def test_no_lost_wakeups_processes(backend, run_py):
     short timeout (2-20 ms) that runs out about when the units come, 3
     interrupted by SIGUSR1 whose handler raises, 3 whose objects a helper
     thread closes under them, each taking at most one unit a round -- and
-    40 rounds of 1-6 units (one release(k) call or k calls), the signal or
+    PROC_ROUNDS rounds of 1-6 units (one release(k) call or k calls), the signal or
     the close just before or after: every unit is taken, none is lost, and
     none waits while every long waiter sleeps."""
     seed = random.randrange(2**32)
@@ -534,7 +538,7 @@ _KILLS = '''
 
 
 def test_killed_waiters_cost_no_units(backend, run_py):
-    """12 waiting processes; 30 rounds each SIGKILL one -- blocked, or right
+    """12 waiting processes; KILL_ROUNDS rounds each SIGKILL one -- blocked, or right
     after a release(1) (the oldest waiter, likely the chosen one, or a random
     one after 0-2 ms) -- and replace it: every unit reaches a survivor within
     the bound unless the victim took it."""
