@@ -451,6 +451,13 @@ def close_at_exit(ev: Any) -> None:
     # it open and warn (ResourceWarning), as multiprocessing's own objects
     # are cleaned up by its finalizers.  Weak: an object the child drops is
     # closed by the garbage collector as usual.
+    if sys.version_info < (3, 10):
+        # There a spawn child unpickles its arguments before the process
+        # bootstrap, which clears multiprocessing's finalizer registry:
+        # close at interpreter exit instead (atexit runs before teardown).
+        import atexit
+        atexit.register(_close_if_alive, weakref.ref(ev))
+        return
     from multiprocessing import util
     util.Finalize(ev, _close_if_alive, args=(weakref.ref(ev),),
                   exitpriority=0)
