@@ -113,6 +113,9 @@ def main():
     print("  process-shared futex (backend 'futex'):   %s" % probe["futex"])
     print("  one wake-up per release:                  %s"
           % _WAKE_ONE[probe["wake_one"]])
+    print("  shared pages sealed (memfd):              %s"
+          % ("yes" if probe["sealed_pages"] else
+             "no (shm_open): a peer holding one could shrink it"))
     forced = os.environ.get("EFD_BACKEND", "")
     print()
     print("Automatic choice%s:" % (

@@ -213,6 +213,8 @@ void efd_ev_nudge(efd_impl *impl);
  * non-blocking pipe.  None of them ever sleeps.  The memory backends' token
  * and the wait loop's per-waiter wake-ups are channels. */
 int efd_set_fd_flags(int fd, int cloexec, int nonblock);
+/* Whether this process can make pages sealed against resizing (memfd). */
+int efd_shm_can_seal(void);
 int efd_chan_open(int *rfd, int *wfd, int allow_eventfd, int cloexec);
 void efd_chan_close(int *rfd, int *wfd);
 void efd_chan_put(int rfd, int wfd);

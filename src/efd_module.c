@@ -321,6 +321,8 @@ efd_fn_probe(PyObject *module, PyObject *Py_UNUSED(ignored))
     if (dict_set(d, "futex", errno_name(futex_err)) < 0
             || dict_set(d, "futex_errno", PyLong_FromLong(futex_err)) < 0)
         goto fail;
+    if (dict_set(d, "sealed_pages", PyBool_FromLong(efd_shm_can_seal())) < 0)
+        goto fail;
     if (st->herd < 0)
         st->herd = efd_herd_probe();
     if (dict_set(d, "wake_one", PyUnicode_FromString(

@@ -71,13 +71,20 @@
 #    ifndef MFD_ALLOW_SEALING
 #      define MFD_ALLOW_SEALING 0x0002U
 #    endif
-#    ifndef F_ADD_SEALS
-#      define F_ADD_SEALS 1033
-#      define F_GET_SEALS 1034
-#      define F_SEAL_SEAL 0x0001
-#      define F_SEAL_SHRINK 0x0002
-#      define F_SEAL_GROW 0x0004
-#    endif
+#  endif
+#endif
+
+/* File seals are fcntl()s on tmpfs files, not a part of memfd_create: a
+ * build that makes its pages with shm_open (EFD_NO_MEMFD) still reads the
+ * seals of a page a peer hands it, wherever the kernel has them (3.17+). */
+#if defined(__linux__)
+#  define EFD_HAVE_SEALS 1
+#  ifndef F_ADD_SEALS
+#    define F_ADD_SEALS 1033
+#    define F_GET_SEALS 1034
+#    define F_SEAL_SEAL 0x0001
+#    define F_SEAL_SHRINK 0x0002
+#    define F_SEAL_GROW 0x0004
 #  endif
 #endif
 
@@ -106,15 +113,18 @@ efd_set_fd_flags(int fd, int cloexec, int nonblock)
 
 /* ---- shared memory ----------------------------------------------------- */
 
-/* An anonymous shared-memory file: memfd where present, else shm_open with
- * a name that is unlinked at once. */
+/* An anonymous shared-memory file: memfd where present (*sealable = 1),
+ * else shm_open with a name that is unlinked at once (*sealable = 0: its
+ * file is born with F_SEAL_SEAL, and F_ADD_SEALS says EPERM). */
 static int
-shm_create(int *out_fd)
+shm_create(int *out_fd, int *sealable)
 {
     int fd = -1;
+    *sealable = 0;
 #ifdef EFD_HAVE_MEMFD
     fd = (int)syscall(SYS_memfd_create, "efd",
                       MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    *sealable = fd >= 0;
 #endif
     if (fd < 0) {
         struct timespec ts;
@@ -141,9 +151,9 @@ shm_create(int *out_fd)
 static int
 shm_new(size_t size, int cloexec, int *out_fd, void **out_map)
 {
-    int fd = -1, err;
+    int fd = -1, err, sealable;
     void *p;
-    if ((err = shm_create(&fd)) != 0)
+    if ((err = shm_create(&fd, &sealable)) != 0)
         return err;
     if ((err = efd_set_fd_flags(fd, cloexec, 0)) != 0)
         goto fail;
@@ -154,8 +164,8 @@ shm_new(size_t size, int cloexec, int *out_fd, void **out_map)
 #ifdef EFD_HAVE_MEMFD
     /* The size is for good: a process we hand the page to could otherwise
      * shrink it under everybody's mapping (SIGBUS at the next access). */
-    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0
-            && errno != EINVAL) {       /* EINVAL: shm_open's, not a memfd */
+    if (sealable && fcntl(fd, F_ADD_SEALS,
+                          F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
         err = errno;
         goto fail;
     }
@@ -173,6 +183,49 @@ fail:
     return err;
 }
 
+int
+efd_shm_can_seal(void)
+{
+#ifdef EFD_HAVE_MEMFD
+    int fd = (int)syscall(SYS_memfd_create, "efd-probe",
+                          MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return 0;
+    close(fd);
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+#ifdef EFD_HAVE_SEALS
+/* Whether a page from another process may be mapped, by its seals.  A page
+ * whose file could be shrunk after we map it would kill us with SIGBUS at
+ * the next access, so:
+ *   - sealed against shrinking (efd's own memfds, from the start): yes;
+ *   - sealable but not sealed (a memfd made with MFD_ALLOW_SEALING and left
+ *     open to truncation): no, its sender chose not to;
+ *   - unsealable (F_SEAL_SEAL set without F_SEAL_SHRINK: shm_open's files,
+ *     a memfd made without MFD_ALLOW_SEALING): only where this process
+ *     cannot make sealed pages either (memfd_create refused by a sandbox,
+ *     or a build without it), since that is what an efd peer in the same
+ *     place hands over; where it can, a peer could have too;
+ *   - no seals at all (F_GET_SEALS says EINVAL: not a tmpfs file): as it
+ *     is, as before seals existed. */
+static int
+page_seals_acceptable(int fd)
+{
+    int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0)
+        return errno == EINVAL;
+    if (seals & F_SEAL_SHRINK)
+        return 1;
+    if (!(seals & F_SEAL_SEAL))
+        return 0;
+    return !efd_shm_can_seal();
+}
+#endif
+
 static int
 shm_adopt(int fd, size_t size, void **out_map)
 {
@@ -182,17 +235,9 @@ shm_adopt(int fd, size_t size, void **out_map)
         return errno;
     if (!S_ISREG(st.st_mode) || st.st_size < (off_t)size)
         return EINVAL;
-#ifdef EFD_HAVE_MEMFD
-    {
-        /* A page from another process must be sealed against shrinking
-         * (efd's own memfds are, from the start): one its sender could
-         * truncate later would kill us with SIGBUS.  A file that cannot
-         * carry seals at all (shm_open's, where memfd_create is refused)
-         * is taken as it is. */
-        int seals = fcntl(fd, F_GET_SEALS);
-        if (seals >= 0 ? !(seals & F_SEAL_SHRINK) : errno != EINVAL)
-            return EINVAL;
-    }
+#ifdef EFD_HAVE_SEALS
+    if (!page_seals_acceptable(fd))
+        return EINVAL;
 #endif
     p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED)

@@ -43,6 +43,10 @@ Modes
 ``"no-epoll"``
     ``epoll_create1`` and, where it exists, ``epoll_create`` fail with
     ``ENOSYS``: a system without epoll, where every waiter polls.
+``"no-memfd"``
+    ``memfd_create`` fails with ``ENOSYS``: a sandbox (or a kernel before
+    3.17) where the memory backends' pages come from ``shm_open`` and cannot
+    be sealed.
 
 The filter program
 ------------------
@@ -98,7 +102,7 @@ __all__ = [
 ]
 
 #: Modes accepted by :func:`build_filter` and :func:`install_filter`.
-MODES = ("no-semaphore", "no-eventfd", "no-epoll")
+MODES = ("no-semaphore", "no-eventfd", "no-epoll", "no-memfd")
 
 #: Exit status of a :func:`run_in_filtered_child` child when the filter could
 #: not be installed because seccomp is unsupported here (the automake "skip"
@@ -155,9 +159,9 @@ def _off_arg_low32(i):
 # "eventfd" is None where the legacy syscall does not exist.
 _ARCHES = {
     "x86_64": {"audit": AUDIT_ARCH_X86_64, "eventfd": 284, "eventfd2": 290,
-               "epoll_create": 213, "epoll_create1": 291},
+               "epoll_create": 213, "epoll_create1": 291, "memfd_create": 319},
     "aarch64": {"audit": AUDIT_ARCH_AARCH64, "eventfd": None, "eventfd2": 19,
-                "epoll_create": None, "epoll_create1": 20},
+                "epoll_create": None, "epoll_create1": 20, "memfd_create": 279},
 }  # type: Dict[str, Dict[str, Optional[int]]]
 _ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
 
@@ -230,10 +234,12 @@ def build_filter(mode, machine=None):
             _stmt(ret, err),                            # 6: return -EINVAL
             _stmt(ret, SECCOMP_RET_ALLOW),              # 7: allow
         ]
-    else:  # "no-eventfd", "no-epoll": these calls fail with ENOSYS
+    else:  # "no-eventfd", "no-epoll", "no-memfd": these fail with ENOSYS
         err = SECCOMP_RET_ERRNO | (errno.ENOSYS & SECCOMP_RET_DATA)
         if mode == "no-eventfd":
             nrs = [nr_eventfd2, nr_eventfd]
+        elif mode == "no-memfd":
+            nrs = [info["memfd_create"]]
         else:
             nrs = [info["epoll_create1"], info["epoll_create"]]
         nrs = [nr for nr in nrs if nr is not None]

@@ -639,3 +639,40 @@ def test_no_epoll_falls_back_to_polling_and_says_so():
             print(backend, "switches of the waiters left", herd, "for", K, "releases")
     """, timeout=240)
     assert "pipe switches" in out, out
+
+
+# --- (e) no memfd: pages from shm_open, which cannot be sealed --------------
+
+
+def test_no_memfd_pages_travel_by_handle():
+    # Where memfd_create is refused, the memory backends' pages come from
+    # shm_open and cannot be sealed against shrinking.  A process there
+    # cannot make sealed pages either, so it takes such a page from a peer
+    # (an exec'd program given the handle); a process that can make sealed
+    # pages refuses it (test_handles.py's unsealable-page case).
+    out = _run("no-memfd", """
+        import fcntl, subprocess
+        probe = efd._efd._probe()
+        assert probe["sealed_pages"] is False, probe
+        for backend in ("pipe", "futex"):
+            sem = efd.Semaphore(2, backend=backend)
+            page = sem.handle().fds[0]
+            F_GET_SEALS, F_SEAL_SEAL = 1034, 1
+            assert fcntl.fcntl(page, F_GET_SEALS) == F_SEAL_SEAL, backend
+            h = sem.handle()
+            code = ("import os, efd\\n"
+                    "s = efd.from_handle(os.environ['H'])\\n"
+                    "assert s.acquire(timeout=30)\\n"
+                    "s.release(3)\\n"
+                    "print(s.backend)\\n")
+            proc = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, H=str(h)),
+                                  pass_fds=h.fds, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, universal_newlines=True,
+                                  timeout=120)
+            assert proc.returncode == 0, proc.stdout
+            assert proc.stdout.strip() == backend, proc.stdout
+            assert sem.value == 4, (backend, sem.value)
+            sem.close()
+            print(backend, "ok")
+    """, timeout=240)
+    assert "pipe ok" in out and "futex ok" in out, out

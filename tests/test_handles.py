@@ -323,8 +323,9 @@ def test_a_handle_is_a_str():
         efd.from_handle(b"efd1:Semaphore:futex:semaphore:-:3,4,5")
 
 
-def _memfd(size, data=b""):
-    fd = os.memfd_create("efd-test") if hasattr(os, "memfd_create") else None
+def _memfd(size, data=b"", flags=0):
+    fd = (os.memfd_create("efd-test", os.MFD_CLOEXEC | flags)
+          if hasattr(os, "memfd_create") else None)
     if fd is None:
         pytest.skip("no os.memfd_create")
     os.ftruncate(fd, size)
@@ -337,7 +338,7 @@ def _memfd(size, data=b""):
                                   "eventfd-as-page", "small-page",
                                   "zero-page", "wrong-magic", "two-pipes",
                                   "ends-swapped", "wrong-mode",
-                                  "unsealed-page"])
+                                  "unsealed-page", "unsealable-page"])
 def test_descriptors_not_what_the_handle_says(case):
     # Nothing adopted, nothing closed, nothing crashed: a peer is not
     # trusted.
@@ -362,6 +363,8 @@ def test_descriptors_not_what_the_handle_says(case):
             ev = keep(efd.eventfd(0))[0]
             text = "efd1:Semaphore:pipe:semaphore:-:%d,%d,%d" % (ev, r, w)
         elif case == "wrong-mode":
+            if not kernel_eventfd_available():
+                pytest.skip("no kernel eventfd in this build or sandbox")
             ev = keep(efd.eventfd(0, efd.EFD_SEMAPHORE))[0]
             with open("/proc/self/fdinfo/%d" % ev) as f:
                 if "eventfd-semaphore:" not in f.read():
@@ -373,14 +376,22 @@ def test_descriptors_not_what_the_handle_says(case):
                 page = keep(_memfd(10))[0]
             elif case == "wrong-magic":
                 page = keep(_memfd(size, b"\xde\xad\xbe\xef" * 4))[0]
-            elif case == "unsealed-page":
-                # A real page's bytes, in a memfd its sender could shrink.
-                if efd._efd._probe()["futex_errno"]:
+            elif case in ("unsealed-page", "unsealable-page"):
+                # A real page's bytes, in a memfd its sender could shrink:
+                # one it could have sealed and did not (refused always), or
+                # one that cannot carry seals, as shm_open's (refused where
+                # this process could make a sealed page itself).
+                probe = efd._efd._probe()
+                if probe["futex_errno"]:
                     pytest.skip("no futex backend")
+                if case == "unsealable-page" and not probe["sealed_pages"]:
+                    pytest.skip("this process cannot make sealed pages "
+                                "either: unsealable ones are taken here")
                 with contextlib.closing(efd.Semaphore(1, backend="futex")) as s:
                     real = s.handle().fds[0]
                     data = os.pread(real, os.fstat(real).st_size, 0)
-                page = keep(_memfd(len(data), data))[0]
+                flags = os.MFD_ALLOW_SEALING if case == "unsealed-page" else 0
+                page = keep(_memfd(len(data), data, flags))[0]
             else:
                 page = keep(_memfd(size))[0]
             rr, ww = r, w
@@ -629,8 +640,12 @@ def test_a_peer_that_shrinks_the_page_later(popen_py):
     """The shared page is sealed against shrinking: a peer that tries to
     truncate it after handing it over is refused, and the receiver goes on
     (an unsealed page is refused at adoption: see the cases above)."""
-    if efd._efd._probe()["futex_errno"]:
+    probe = efd._efd._probe()
+    if probe["futex_errno"]:
         pytest.skip("no futex backend")
+    if not probe["sealed_pages"]:
+        pytest.skip("no memfd here: pages come from shm_open and cannot be "
+                    "sealed (docs/processes.rst says what that allows)")
     sem = efd.Semaphore(1, backend="futex")
     try:
         h = sem.handle()

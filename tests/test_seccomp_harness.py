@@ -99,6 +99,7 @@ ENOSYS_RET = sc.SECCOMP_RET_ERRNO | errno.ENOSYS
 def test_program_semantics(machine, arch, efd2, efd, other):
     ns = sc.build_filter("no-semaphore", machine)
     ne = sc.build_filter("no-eventfd", machine)
+    nm = sc.build_filter("no-memfd", machine)
     d = _seccomp_data
     # no-semaphore
     assert _bpf_eval(ns, d(efd2, arch, (0, 1, 0, 0, 0, 0))) == EINVAL_RET
@@ -115,6 +116,12 @@ def test_program_semantics(machine, arch, efd2, efd, other):
         assert _bpf_eval(ne, d(efd, arch)) == ENOSYS_RET
     assert _bpf_eval(ne, d(other, arch)) == ALLOW
     assert _bpf_eval(ne, d(efd2, 0x40000003)) == ALLOW
+    # no-memfd
+    memfd = {"x86_64": 319, "aarch64": 279}[machine]
+    assert _bpf_eval(nm, d(memfd, arch)) == ENOSYS_RET
+    assert _bpf_eval(nm, d(efd2, arch)) == ALLOW
+    assert _bpf_eval(nm, d(other, arch)) == ALLOW
+    assert _bpf_eval(nm, d(memfd, 0x40000003)) == ALLOW
     if machine == "x86_64":  # x32 numbers carry bit 0x40000000: allowed
         assert _bpf_eval(ne, d(0x40000000 | efd2, arch)) == ALLOW
         assert _bpf_eval(ns, d(0x40000000 | efd2, arch, (0, 1, 0, 0, 0, 0))) == ALLOW
