@@ -27,12 +27,6 @@
 #  endif
 #endif
 
-/* Robust mutexes (POSIX.1-2008): glibc and musl have them; where a system
- * lacks them, a death inside a shared lock would leave it held for good. */
-#if defined(__linux__)
-#  define EFD_ROBUST 1
-#endif
-
 /* The largest value an eventfd counter can hold (SPEC §1). */
 #define EFD_MAX UINT64_C(0xfffffffffffffffe)
 
@@ -62,8 +56,12 @@ struct efd_count {
      * packed in one word (see efd_futex.c). */
     _Atomic uint64_t sleepers;
     _Atomic uint64_t watchers;
-    pthread_mutex_t lock;           /* process-shared, robust; guards the
-                                     * channel and EFD_SYNC_TOKEN */
+    /* The lock that guards the channel and EFD_SYNC_TOKEN: 0 when free,
+     * else its holder thread as (tgid << 32 | tid); `pidns` names the pid
+     * namespace those numbers belong to (the page maker's).  See
+     * efd_shm.c: a word, not a pthread mutex, since peers may scribble. */
+    _Atomic uint64_t owner;
+    uint64_t pidns;
 };
 #define EFD_SYNC_TOKEN 1u
 #define EFD_SYNC_LOCKED 2u
@@ -76,6 +74,9 @@ typedef struct efd_impl {
                          * for an eventfd channel); otherwise -1 */
     int shmfd;          /* memory backends: the shared page's fd; else -1 */
     struct efd_count *cnt;  /* memory backends: the mapping; else NULL */
+    /* Memory backends: whether this process can tell if the page lock's
+     * holder still lives (it shares the page maker's pid namespace). */
+    int owner_checkable;
     int semaphore;      /* reads take 1 (semaphore) or everything */
     /* May channels be eventfds?  Only where this process's probe found
      * eventfd working (a sandbox may kill a process that calls it). */

@@ -7,8 +7,9 @@
  * -- with EFD_POINT("name").  A release build compiles the points to
  * nothing.  The test-only build (-DEFD_EXPLORE, see tests/explore/) turns
  * each into a call to the explorer, which decides there which actor runs
- * next (or that this one dies), and routes futex() through the explorer's
- * model of it, so that every schedule of a few actors can be run in turn.
+ * next (or that this one dies), and routes futex() and the page lock's
+ * "does its holder live?" through the explorer's model of them, so that
+ * every schedule of a few actors can be run in turn.
  */
 #ifndef EFD_EXPLORE_H
 #define EFD_EXPLORE_H
@@ -20,6 +21,9 @@
 void efd_explore_point(const char *name);
 long efd_explore_futex(_Atomic uint32_t *word, int op, uint32_t val,
                        const struct timespec *timeout);
+/* Whether thread `tid` of process `tgid` lives, in the explorer's model
+ * (an actor that died at a point is gone at once). */
+int efd_explore_alive(long tgid, long tid);
 #  define EFD_POINT(name) efd_explore_point(name)
 #else
 #  define EFD_POINT(name) ((void)0)

@@ -57,7 +57,7 @@
 
 #if defined(__linux__) && defined(SYS_futex)
 
-#define EFD_FUTEX_MAGIC 0x65667804u   /* "ef", futex, layout 4 (efd.h) */
+#define EFD_FUTEX_MAGIC 0x65667805u   /* "ef", futex, layout 5 (efd.h) */
 
 static long
 futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *ts)

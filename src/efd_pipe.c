@@ -7,11 +7,12 @@
  * -- what fileno() returns -- polls readable then.  Both are the shared
  * count of efd_shm.c, armed from the start: see there for the protocol
  * (lock-free count, a token brought in step by whoever crosses zero, a
- * robust lock nobody waits for) and for what a process death can cost.
+ * lock nobody waits for, taken over from a dead holder) and for what a
+ * process death can cost.
  *
  * Only POSIX interfaces are used: pipe, poll, mmap, shm_open (or Linux's
- * memfd_create where present) and process-shared mutexes, robust where the
- * system has them.  Waiters poll the read end, and look at the count every
+ * memfd_create where present), atomics, and kill() to ask whether a lock's
+ * holder lives (tgkill() on Linux).  Waiters poll the read end, and look at the count every
  * EFD_RECHECK_MS besides, since a token may go missing with a process that
  * died between changing the count and moving it.
  */
@@ -20,7 +21,7 @@
 #include <errno.h>
 #include <sys/stat.h>
 
-#define EFD_PIPE_MAGIC 0x65667004u      /* "ef", pipe, layout 4 (efd.h) */
+#define EFD_PIPE_MAGIC 0x65667005u      /* "ef", pipe, layout 5 (efd.h) */
 
 static int
 pipe_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec)

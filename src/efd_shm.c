@@ -30,8 +30,8 @@
  * killed or stopped while it holds the lock, readiness stays out of step
  * until the next operation on the object in any process: a change, or a
  * read that finds the count at zero, looks at the token and syncs; the
- * lock is a process-shared robust mutex, so after a death inside it the
- * next process to take it is told that the owner died (EOWNERDEAD), drains
+ * lock is one word naming its holder thread, so after a death inside it
+ * the next process to try it finds the holder gone, takes it over, drains
  * the channel and re-derives the token.  efd's own waiters on the channel
  * look at the count themselves at least every EFD_RECHECK_MS, and one that
  * finds the channel readable but the count zero repairs it: a missing
@@ -61,8 +61,12 @@
 #  include <sys/eventfd.h>
 #endif
 
-#if defined(__linux__) && !defined(EFD_NO_MEMFD)
+#if defined(__linux__)
 #  include <sys/syscall.h>
+#endif
+#include <signal.h>
+
+#if defined(__linux__) && !defined(EFD_NO_MEMFD)
 #  if defined(SYS_memfd_create)
 #    define EFD_HAVE_MEMFD 1
 #    ifndef MFD_CLOEXEC
@@ -248,22 +252,93 @@ shm_adopt(int fd, size_t size, void **out_map)
 
 /* ---- the lock ---------------------------------------------------------- */
 
-static int
-lock_init(pthread_mutex_t *m)
+/* The lock is one word of the page, `owner`: 0 when free, else the thread
+ * that holds it, as (tgid << 32 | tid).  Nobody ever waits for it (see
+ * sync_token below), so it needs no futex; what it needs is to be taken
+ * over when its holder died inside.  A process-shared robust pthread mutex
+ * did that, but glibc asserts (SIGABRT) on a mutex whose bytes a peer
+ * scribbled, and a page may come from a peer efd does not trust (SPEC §6,
+ * "a peer is not trusted").  A plain word is read by nobody but this code,
+ * and garbage in it reads as a dead holder.
+ *
+ * Takeover.  A trylock that finds the word held asks the kernel whether
+ * that thread still exists (tgkill(tgid, tid, 0): ESRCH, or EINVAL for
+ * numbers that name no thread, means it does not), and if not, CASes the
+ * word from the dead holder to itself: of several that find it dead, one
+ * wins; the rest then see the winner (alive) or a changed word, and leave
+ * it.  The winner is told that the holder died (EOWNERDEAD) and re-derives
+ * the token from scratch.  Thread numbers mean something only in the pid
+ * namespace they were written in: a process of another namespace never
+ * takes over (it cannot tell who lives) and leaves the repair to one of
+ * the page maker's namespace, or to the count re-checks of efd's own
+ * waiters.  A holder's numbers reused at once by a new thread (same tgid
+ * and tid) look alive until that thread ends: readiness lags that long,
+ * the count never. */
+
+static uint64_t
+lock_self(void)
 {
-    pthread_mutexattr_t attr;
-    int err = pthread_mutexattr_init(&attr);
-    if (err)
-        return err;
-    err = pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-#ifdef EFD_ROBUST
-    if (!err)
-        err = pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+#if defined(__linux__)
+    long tid = syscall(SYS_gettid);
+#else
+    long tid = 1;                   /* the process: kill(pid, 0) tells */
 #endif
-    if (!err)
-        err = pthread_mutex_init(m, &attr);
-    pthread_mutexattr_destroy(&attr);
-    return err;
+    return ((uint64_t)(uint32_t)getpid() << 32) | (uint32_t)tid;
+}
+
+static int
+lock_holder_alive(const efd_impl *impl, uint64_t owner)
+{
+    long tgid = (int32_t)(uint32_t)(owner >> 32);
+    long tid = (int32_t)(uint32_t)owner;
+#ifdef EFD_EXPLORE
+    (void)impl;
+    return efd_explore_alive(tgid, tid);
+#else
+    long r;
+    if (!impl->owner_checkable)
+        return 1;                   /* cannot tell: never take it over */
+    if (tgid <= 0 || tid <= 0)
+        return 0;                   /* no thread has these numbers */
+#  if defined(__linux__)
+    r = syscall(SYS_tgkill, tgid, tid, 0);
+#  else
+    r = kill((pid_t)tgid, 0);
+#  endif
+    return r == 0 || errno != ESRCH;    /* EPERM: it exists */
+#endif
+}
+
+/* 0: taken; EOWNERDEAD: taken from a holder that died inside; EBUSY: a
+ * live thread holds it. */
+static int
+lock_try(efd_impl *impl)
+{
+    _Atomic uint64_t *w = &impl->cnt->owner;
+    uint64_t me = lock_self(), seen = 0;
+    if (atomic_compare_exchange_strong(w, &seen, me))
+        return 0;
+    EFD_POINT("lock: held");
+    if (lock_holder_alive(impl, seen))
+        return EBUSY;
+    EFD_POINT("lock: holder dead");
+    return atomic_compare_exchange_strong(w, &seen, me) ? EOWNERDEAD : EBUSY;
+}
+
+static void
+lock_release(efd_impl *impl)
+{
+    atomic_store(&impl->cnt->owner, 0);
+}
+
+/* The pid namespace of this process (0 where /proc cannot tell). */
+static uint64_t
+pid_namespace(void)
+{
+    struct stat st;
+    if (stat("/proc/self/ns/pid", &st) < 0)
+        return 0;
+    return (uint64_t)st.st_ino;
 }
 
 /* ---- channels ---------------------------------------------------------- */
@@ -423,8 +498,9 @@ efd_chan_drain(int rfd)
  * count themselves at least every EFD_RECHECK_MS, but a select() of
  * somebody else's on fileno() has nobody to repair it for it (see
  * docs/backends.rst).  A death inside the lock leaves LOCKED set: every
- * later C3 then syncs, and its trylock gets EOWNERDEAD (robust mutex),
- * drains the channel and re-derives the token. */
+ * later C3 then syncs, and its trylock finds the holder gone (the lock,
+ * above), takes the lock over, drains the channel and re-derives the
+ * token. */
 
 /* Y5: under the lock, make the channel hold a token iff count > 0.  After
  * a death inside the lock the channel's state is unknown: drain it. */
@@ -463,16 +539,10 @@ sync_token(efd_impl *impl)
     atomic_thread_fence(memory_order_seq_cst);
     EFD_POINT("sync_token: dirty=1");
     for (;;) {
-        int r = pthread_mutex_trylock(&c->lock), died = 0;      /* Y2 */
+        int r = lock_try(impl), died = r == EOWNERDEAD;         /* Y2 */
         uint32_t token;
         EFD_POINT("sync_token: trylock");
-#ifdef EFD_ROBUST
-        if (r == EOWNERDEAD) {
-            died = 1;
-            r = 0;
-        }
-#endif
-        if (r != 0)
+        if (r == EBUSY)
             return EBUSY;
         token = atomic_load(&c->sync) & EFD_SYNC_TOKEN;
         atomic_store(&c->sync, token | EFD_SYNC_LOCKED);        /* Y3 */
@@ -480,13 +550,9 @@ sync_token(efd_impl *impl)
         atomic_store(&c->dirty, 0);                             /* Y4 */
         EFD_POINT("sync_token: dirty=0");
         token = sync_locked(impl, token, died);                 /* Y5 */
-#ifdef EFD_ROBUST
-        if (died)
-            pthread_mutex_consistent(&c->lock);
-#endif
         atomic_store(&c->sync, token);                          /* Y6 */
         EFD_POINT("sync_token: unlocking");
-        pthread_mutex_unlock(&c->lock);
+        lock_release(impl);
         atomic_thread_fence(memory_order_seq_cst);
         EFD_POINT("sync_token: unlocked");
         if (!atomic_load(&c->dirty))                            /* Y7 */
@@ -622,10 +688,11 @@ efd_count_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec,
     if ((err = shm_new(sizeof(struct efd_count), cloexec, &impl->shmfd, &map)))
         return err;
     impl->cnt = c = (struct efd_count *)map;
-    if ((err = lock_init(&c->lock)) != 0
-            || (err = efd_chan_open(&impl->fd, &impl->wfd,
-                                    channel_eventfd && impl->chan_eventfd,
-                                    cloexec)) != 0) {
+    c->pidns = pid_namespace();
+    impl->owner_checkable = 1;
+    if ((err = efd_chan_open(&impl->fd, &impl->wfd,
+                             channel_eventfd && impl->chan_eventfd,
+                             cloexec)) != 0) {
         efd_count_close(impl);
         return err;
     }
@@ -662,6 +729,7 @@ efd_count_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore,
         return EINVAL;
     }
     impl->cnt = (struct efd_count *)map;
+    impl->owner_checkable = impl->cnt->pidns == pid_namespace();
     impl->shmfd = fds[0];
     impl->fd = fds[1];
     impl->wfd = nfds == 3 ? fds[2] : fds[1];

@@ -667,6 +667,80 @@ def test_a_peer_that_shrinks_the_page_later(popen_py):
         sem.close()
 
 
+CHOSEN = [0, 2**32 - 1, 1, 2, 3, os.getpid(), 2**31 - 1, 0x40000000,
+          0xC0000000, 32, 48, 16]
+
+
+@pytest.mark.parametrize("backend", ["pipe", "futex"])
+@pytest.mark.parametrize("what", ["random", "chosen"])
+def test_a_peer_that_scribbles_on_the_page(backend, what, popen_py):
+    """A peer with the page's descriptor writes garbage over it while this
+    process uses the object: whatever the count then says, efd raises or
+    carries on, never crashes (glibc used to abort on its mutex, issue 18)
+    and never waits past its timeouts."""
+    if backend == "futex" and efd._efd._probe()["futex_errno"]:
+        pytest.skip("no futex backend")
+    sem = efd.Semaphore(1, backend=backend)
+    rounds = full_or(2000, 10000)
+    try:
+        h = sem.handle()
+        proc = popen_py("""
+            import os, select, sys, efd
+            s = efd.from_handle(os.environ["H"])
+            fd = s.fileno()
+            print("ready", flush=True)
+            errors = 0
+            for i in range(%d):
+                for op in (lambda: s.acquire(False), lambda: s.release(),
+                           lambda: s.value, lambda: s.acquire(timeout=0.001),
+                           lambda: select.select([fd], [], [], 0)):
+                    try:
+                        op()
+                    except (ValueError, OverflowError, OSError):
+                        errors += 1
+            print("done", errors, flush=True)
+            """ % rounds, env={"H": h}, pass_fds=h.fds)
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+        import mmap
+        page = mmap.mmap(h.fds[0], os.fstat(h.fds[0]).st_size)
+        # The magic (the first word) is left alone: the object would only
+        # refuse to be used.
+        words = len(page) // 4
+        rnd = __import__("random").Random(20261204)
+        try:
+            while proc.poll() is None:
+                if what == "random":
+                    at = 4 * rnd.randrange(1, words)
+                    page[at:at + 4] = rnd.getrandbits(32).to_bytes(4, "little")
+                else:
+                    # Every word at once, each one of the values a thread
+                    # id, a lock, a lock's kind or a count could hold: none,
+                    # all bits, low bits, this process (a live thread), a
+                    # thread that never existed, "owner died" (and with
+                    # waiters), priority-inheriting kinds.  (0.2's pthread
+                    # mutex made glibc abort on a PI kind beside "owner
+                    # died".)
+                    page[4:4 * words] = b"".join(
+                        rnd.choice(CHOSEN).to_bytes(4, "little")
+                        for _ in range(1, words))
+                if rnd.random() < 0.3:
+                    # Keep the count (bytes 8..16, efd.h) small, so that the
+                    # child's operations keep crossing zero and so keep
+                    # taking the page's lock.
+                    page[8:16] = rnd.choice([0, 1]).to_bytes(8, "little")
+                time.sleep(0.0002)
+        finally:
+            page.close()
+        # Not communicate(): it reads the raw pipe, past what readline()
+        # above may already have buffered.
+        proc.wait(LIMIT)
+        out, err = proc.stdout.read(), proc.stderr.read()
+        assert proc.returncode == 0, (proc.returncode, err)
+        assert out.strip().startswith("done"), (out, err)
+    finally:
+        sem.close()
+
+
 # ---- efd.aio's classes ------------------------------------------------------
 
 AIO_KINDS = ("aio.Semaphore", "aio.BoundedSemaphore", "aio.Lock", "aio.Event")

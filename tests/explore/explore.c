@@ -48,13 +48,14 @@
  * weak memory orders: the schedules are sequentially consistent
  * interleavings of the real code at the named points only.
  *
- * Usage: explore [-p BOUND] [-k] [-s SCENARIO] [-P] [-m MAX] [-l]
+ * Usage: explore [-p BOUND] [-k] [-s SCENARIO] [-P] [-m MAX] [-l] [-v]
  *   -p N   preemption bound (default 2)
  *   -k     also explore a death of the running actor at every point
  *   -s S   run only scenario S (default: all)
  *   -P     channels are pipes, never eventfds (impl.chan_eventfd = 0)
  *   -m N   stop a scenario after N schedules (0: no limit)
  *   -l     list the scenarios
+ *   -v     list the points each scenario reached
  * Exit status 1 if any invariant failed (the first failing schedule of
  * each scenario is printed as a trace), 2 on a usage or setup error.
  */
@@ -77,6 +78,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/syscall.h>
+#include <signal.h>
 
 int efd_explore_sleepers(efd_impl *impl, int kind);   /* efd_futex.c */
 
@@ -110,6 +113,7 @@ struct ex_actor {
     uint64_t released, acquired;
     int64_t inflight;               /* change an operation may be making */
     int gave_up;
+    _Atomic long tid;               /* its kernel thread id (0: not yet) */
 };
 
 enum { OPT_RUN, OPT_DIE, OPT_TIMEOUT };
@@ -155,7 +159,7 @@ static struct {
 
 /* The search and the scenario's totals. */
 static struct {
-    int bound, kill, pipe_chan;
+    int bound, kill, pipe_chan, show_points;
     long max_schedules;
     ex_decision dec[MAX_DECISIONS];
     int nreplay;
@@ -322,6 +326,7 @@ actor_main(void *arg)
 {
     ex_actor *a = arg;
     self_actor = a;
+    a->tid = syscall(SYS_gettid);
     while (sem_wait(&a->go) < 0)
         ;
     a->body(a);
@@ -329,6 +334,23 @@ actor_main(void *arg)
     trace_add(a->id, TR_NOTE, "done", NOVAL);
     sem_post(&R.sched);
     return NULL;
+}
+
+/* ---- who lives ------------------------------------------------------- */
+
+/* The page lock asks whether its holder lives: an actor that died at a
+ * point is gone at once (the kernel reaps a killed thread in its own time,
+ * which a replay could not reproduce); anyone else lives. */
+int
+efd_explore_alive(long tgid, long tid)
+{
+    int i;
+    if (tgid != (long)getpid())
+        return tgid > 0 && tid > 0 && kill((pid_t)tgid, 0) == 0;
+    for (i = 0; i < R.n; i++)
+        if (R.actors[i].tid == tid)
+            return R.actors[i].state != ST_DEAD;
+    return 1;
 }
 
 /* ---- the futex model --------------------------------------------------- */
@@ -924,6 +946,9 @@ explore(const ex_scenario *sc)
     for (i = 0; i < V_KINDS; i++)
         if (S.vkinds[i])
             printf("  %ld schedule(s): %s\n", S.vkinds[i], v_names[i]);
+    if (S.show_points)
+        for (i = 0; i < S.nnames; i++)
+            printf("  point: %s\n", S.names[i]);
     if (fds1 != fds0)
         printf("  !! descriptors leaked: %d open before, %d after\n",
                fds0, fds1);
@@ -955,7 +980,7 @@ static void
 usage(void)
 {
     fprintf(stderr, "usage: explore [-p BOUND] [-k] [-s SCENARIO] [-P] "
-            "[-m MAX] [-l]\n");
+            "[-m MAX] [-l] [-v]\n");
     exit(2);
 }
 
@@ -966,13 +991,14 @@ main(int argc, char **argv)
     int opt, i, failed = 0, ran = 0;
 
     S.bound = 2;
-    while ((opt = getopt(argc, argv, "p:ks:Pm:l")) != -1) {
+    while ((opt = getopt(argc, argv, "p:ks:Pm:lv")) != -1) {
         switch (opt) {
         case 'p': S.bound = atoi(optarg); break;
         case 'k': S.kill = 1; break;
         case 's': only = optarg; break;
         case 'P': S.pipe_chan = 1; break;
         case 'm': S.max_schedules = atol(optarg); break;
+        case 'v': S.show_points = 1; break;
         case 'l':
             for (i = 0; i < ex_nscenarios; i++)
                 printf("%-28s %s\n", ex_scenarios[i].name,
