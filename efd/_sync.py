@@ -293,12 +293,45 @@ class Semaphore(_OnEventFD, _efd.Semaphore):
     __slots__ = ()
     __module__ = "efd"
 
-    def __new__(cls: Type[_Sem], value: int = 1, *,
-                backend: Optional[str] = None) -> _Sem:
+    def __new__(cls: Type[_Sem], *args: Any, **kwargs: Any) -> _Sem:
+        if cls.__init__ is not Semaphore.__init__:
+            # A subclass with an __init__ of its own: its constructor's
+            # arguments are its own; the value comes when that __init__
+            # calls ours.  Until then: an empty count on the default
+            # backend, which our __init__ fills (or replaces).
+            ev = EventFD(0, semaphore=True, backend=_default_backend(None))
+            self: _Sem = _efd.Semaphore.__new__(cls, ev)
+            return self
+        return cls._made(*args, **kwargs)
+
+    @classmethod
+    def _made(cls: Type[_Sem], value: int = 1, *,
+              backend: Optional[str] = None) -> _Sem:
         ev = EventFD(_initial_value(value), semaphore=True,
                      backend=_default_backend(backend))
         self: _Sem = _efd.Semaphore.__new__(cls, ev, *cls._bound_for(value))
         return self
+
+    def __init__(self, value: int = 1, *,
+                 backend: Optional[str] = None) -> None:
+        if type(self).__init__ is Semaphore.__init__:
+            return                  # __new__ made it from these arguments
+        # Called by a subclass's own __init__ (threading.Semaphore's
+        # subclasses do the same): the count is empty until now.
+        try:
+            _initial_value(value)
+        except BaseException:
+            self.close()            # unusable: no count to keep open
+            raise
+        bound = self._bound_for(value)
+        wanted = _default_backend(backend)
+        if not bound and wanted in (None, self._ev.backend) \
+                and self._ev._peek() == 0:
+            if value:
+                self._ev.release(value)
+            return
+        ev = EventFD(value, semaphore=True, backend=wanted)
+        self._reinit(ev, *bound).close()
 
     @staticmethod
     def _bound_for(value: int) -> Tuple[int, ...]:
@@ -405,10 +438,25 @@ class Event(_OnEventFD, _efd.Event):
     __slots__ = ()
     __module__ = "efd"
 
-    def __new__(cls, *, backend: Optional[str] = None) -> "Event":
+    def __new__(cls, *args: Any, **kwargs: Any) -> "Event":
+        if cls.__init__ is not Event.__init__:
+            # A subclass with an __init__ of its own (see Semaphore): its
+            # arguments are its own; ours come when it calls our __init__.
+            args, kwargs = (), {}
+        return cls._made(*args, **kwargs)
+
+    @classmethod
+    def _made(cls, *, backend: Optional[str] = None) -> "Event":
         self: Event = _efd.Event.__new__(
             cls, EventFD(0, backend=_default_backend(backend)))
         return self
+
+    def __init__(self, *, backend: Optional[str] = None) -> None:
+        if type(self).__init__ is Event.__init__:
+            return                  # __new__ made it from these arguments
+        wanted = _default_backend(backend)
+        if wanted not in (None, self._ev.backend) and not self.is_set():
+            self._reinit(EventFD(0, backend=wanted)).close()
 
     def _describe(self) -> str:
         return "set" if self.is_set() else "unset"

@@ -80,34 +80,36 @@ sync_dealloc(sync_object *self)
     Py_DECREF(tp);
 }
 
-static PyObject *
-sync_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+/* The arguments of the constructor and of _reinit: an open EventFD of
+ * the mode `type` needs, and an optional bound.  0, or -1 with an error. */
+static int
+sync_parse(PyTypeObject *type, PyObject *args, PyObject *kwds,
+           const char *fmt, PyObject **ev_out, int *bounded, uint64_t *bound)
 {
     static char *kwlist[] = {"ev", "bound", NULL};
     PyObject *ev, *bound_obj = Py_None;
-    uint64_t bound = 0;
     efd_state *st = efd_state_from_type(type);
-    sync_object *self;
 
     if (st == NULL)
-        return NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:_new", kwlist, &ev,
+        return -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, fmt, kwlist, &ev,
                                      &bound_obj))
-        return NULL;
+        return -1;
     if (sync_check_ev(ev, st) < 0)
-        return NULL;
+        return -1;
+    *bound = 0;
     if (bound_obj != Py_None) {
-        if (efd_to_u64(bound_obj, "bound", &bound) < 0)
-            return NULL;
-        if (bound > EFD_MAX) {
+        if (efd_to_u64(bound_obj, "bound", bound) < 0)
+            return -1;
+        if (*bound > EFD_MAX) {
             PyErr_SetString(PyExc_ValueError,
                             "bound must be at most 2**64 - 2");
-            return NULL;
+            return -1;
         }
     }
     if (((eventfd_object *)ev)->closed) {
         efd_err_closed();
-        return NULL;
+        return -1;
     }
     /* A semaphore takes one unit per acquire; an event's flag is a count
      * that clear() empties: the EventFD's mode must say so. */
@@ -117,17 +119,53 @@ sync_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
                      type->tp_name,
                      ((eventfd_object *)ev)->impl.semaphore ? "counter"
                                                             : "semaphore");
-        return NULL;
+        return -1;
     }
+    *ev_out = ev;
+    *bounded = bound_obj != Py_None;
+    return 0;
+}
+
+static PyObject *
+sync_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *ev;
+    int bounded;
+    uint64_t bound;
+    sync_object *self;
+
+    if (sync_parse(type, args, kwds, "O|O:_new", &ev, &bounded, &bound) < 0)
+        return NULL;
     self = (sync_object *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
     Py_INCREF(ev);
     self->ev = (eventfd_object *)ev;
-    self->bounded = bound_obj != Py_None;
+    self->bounded = bounded;
     self->bound = bound;
     self->weakreflist = NULL;
     return (PyObject *)self;
+}
+
+/* _reinit(ev, bound=None) -> the EventFD it held before: the Python
+ * layer's __init__, when a subclass's own __init__ calls it with the
+ * arguments that its constructor did not pass on to __new__. */
+static PyObject *
+sync_reinit(sync_object *self, PyObject *args, PyObject *kwds)
+{
+    PyObject *ev, *old;
+    int bounded;
+    uint64_t bound;
+
+    if (sync_parse(Py_TYPE(self), args, kwds, "O|O:_reinit", &ev, &bounded,
+                   &bound) < 0)
+        return NULL;
+    Py_INCREF(ev);
+    old = (PyObject *)self->ev;
+    self->ev = (eventfd_object *)ev;
+    self->bounded = bounded;
+    self->bound = bound;
+    return old;
 }
 
 static PyMemberDef sync_members[] = {
@@ -317,6 +355,8 @@ static PyMethodDef sem_methods[] = {
      "Add n units, waking up to n waiters in any process.  A "
      "BoundedSemaphore raises ValueError instead of passing its initial "
      "value."},
+    {"_reinit", (PyCFunction)(void (*)(void))sync_reinit,
+     METH_VARARGS | METH_KEYWORDS, NULL},
     {"__enter__", (PyCFunction)sem_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)(void (*)(void))sem_exit, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL},
@@ -446,6 +486,8 @@ static PyMethodDef event_methods[] = {
      "clear() follows at once."},
     {"clear", (PyCFunction)event_clear, METH_NOARGS,
      "clear($self, /)\n--\n\nReset the flag."},
+    {"_reinit", (PyCFunction)(void (*)(void))sync_reinit,
+     METH_VARARGS | METH_KEYWORDS, NULL},
     {"wait", (PyCFunction)(void (*)(void))event_wait, FASTKW,
      "wait($self, /, timeout=None)\n--\n\n"
      "Block until the flag is set or timeout seconds pass (a timeout that "

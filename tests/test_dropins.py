@@ -173,6 +173,49 @@ def test_semaphore_constructor_like_threading(backend):
         efd.Semaphore(2**64, backend=backend)
 
 
+@pytest.mark.parametrize("base", ["Semaphore", "BoundedSemaphore", "Event"])
+def test_subclass_with_its_own_init(backend, base):
+    # As with threading's classes: a subclass's constructor takes arguments
+    # of its own, and its __init__ passes ours on with super().__init__().
+    ours, theirs = getattr(efd, base), getattr(threading, base)
+    made = []
+    for cls in (ours, theirs):
+        class Named(cls):
+            def __init__(self, name, n):
+                if base == "Event":
+                    kw = {"backend": backend} if cls is ours else {}
+                    super().__init__(**kw)
+                else:
+                    kw = {"backend": backend} if cls is ours else {}
+                    super().__init__(n, **kw)
+                self.name = name
+        obj = Named("pool", 3)
+        made.append(obj)
+        assert obj.name == "pool"
+        if base == "Event":
+            assert not obj.is_set()
+            obj.set()
+            assert obj.wait(0)
+        else:
+            assert [obj.acquire(False) for _ in range(4)] == [True] * 3 + [False]
+            obj.release(3)
+            if base == "BoundedSemaphore":
+                with pytest.raises(ValueError, match="released too many times"):
+                    obj.release()
+    ev = made[0]
+    assert ev.backend == backend
+    if base != "Event":
+        assert ev.value == 3
+    # Its value errors are ours, and close what __new__ had opened.
+    if base != "Event":
+        class Bad(ours):
+            def __init__(self):
+                super().__init__(-1, backend=backend)
+        with pytest.raises(ValueError, match="initial value must be >= 0"):
+            Bad()
+    ev.close()
+
+
 def test_semaphore_default_value_is_one(make_sem):
     sem = make_sem()
     assert sem.acquire(False) is True
