@@ -191,6 +191,23 @@ def child_env(backend=None, extra=None):
     return env
 
 
+def outside_the_tree():
+    """A directory outside the source tree, to run a user's program from:
+    as a user runs an example or a doc block after ``pip install``, where
+    the checkout's ``efd/`` (without its compiled module, after a plain
+    ``pip install .``) is not the efd that imports."""
+    global _OUTSIDE
+    if _OUTSIDE is None:
+        import atexit
+        import shutil
+        import tempfile
+        _OUTSIDE = tempfile.mkdtemp(prefix="efd-user-")
+        atexit.register(shutil.rmtree, _OUTSIDE, True)
+    return _OUTSIDE
+
+
+_OUTSIDE = None
+
 _WATCHDOG = (
     "import faulthandler as _fh, sys as _sys\n"
     "_fh.dump_traceback_later({limit}, exit=True, file=_sys.stderr)\n"

@@ -24,7 +24,8 @@ import textwrap
 
 import pytest
 
-from conftest import REPO, child_env, kernel_eventfd_available
+from conftest import (REPO, child_env, kernel_eventfd_available,
+                      outside_the_tree)
 
 DOCS = os.path.join(REPO, "docs")
 README = os.path.join(REPO, "README.md")
@@ -142,7 +143,7 @@ def run_child(args, stdin=None):
     env = child_env(os.environ.get("EFD_BACKEND") or None)
     return subprocess.run(
         [sys.executable, "-X", "faulthandler"] + args, input=stdin,
-        env=env, cwd=REPO, timeout=LIMIT, stdout=subprocess.PIPE,
+        env=env, cwd=outside_the_tree(), timeout=LIMIT, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, universal_newlines=True)
 
 

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import KERNEL_BACKENDS, REPO, child_env
+from conftest import KERNEL_BACKENDS, REPO, child_env, outside_the_tree
 
 EXAMPLES = os.path.join(REPO, "examples")
 LIMIT = 180     # seconds; spawn and forkserver start fresh interpreters
@@ -23,7 +23,7 @@ def run_example(name, backend, *args):
     proc = subprocess.run(
         [sys.executable, "-X", "faulthandler", os.path.join(EXAMPLES, name)]
         + list(args),
-        env=child_env(backend), cwd=REPO, timeout=LIMIT,
+        env=child_env(backend), cwd=outside_the_tree(), timeout=LIMIT,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         universal_newlines=True)
     if proc.returncode != 0:
