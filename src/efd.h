@@ -57,9 +57,9 @@ struct efd_count {
     _Atomic uint64_t sleepers;
     _Atomic uint64_t watchers;
     /* The lock that guards the channel and EFD_SYNC_TOKEN: 0 when free,
-     * else its holder thread as (tgid << 32 | tid); `pidns` names the pid
-     * namespace those numbers belong to (the page maker's).  See
-     * efd_shm.c: a word, not a pthread mutex, since peers may scribble. */
+     * else its holder (a beacon, or thread numbers); `pidns` names the pid
+     * namespace of the page maker.  See efd_shm.c: a word, not a pthread
+     * mutex, since peers may scribble. */
     _Atomic uint64_t owner;
     uint64_t pidns;
 };
@@ -74,8 +74,14 @@ typedef struct efd_impl {
                          * for an eventfd channel); otherwise -1 */
     int shmfd;          /* memory backends: the shared page's fd; else -1 */
     struct efd_count *cnt;  /* memory backends: the mapping; else NULL */
-    /* Memory backends: whether this process can tell if the page lock's
-     * holder still lives (it shares the page maker's pid namespace). */
+    /* Memory backends: this process's beacon for the page lock
+     * (efd_shm.c): a description of the page's file that holds an OFD lock
+     * on byte `beacon` while the process lives; -1 until first needed. */
+    _Atomic int beacon_fd;
+    uint32_t beacon;
+    /* Memory backends, where there is no beacon: whether a lock holder's
+     * thread numbers can be checked (this process shares the page maker's
+     * pid namespace). */
     int owner_checkable;
     int semaphore;      /* reads take 1 (semaphore) or everything */
     /* May channels be eventfds?  Only where this process's probe found

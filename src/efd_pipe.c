@@ -12,7 +12,8 @@
  *
  * Only POSIX interfaces are used: pipe, poll, mmap, shm_open (or Linux's
  * memfd_create where present), atomics, and kill() to ask whether a lock's
- * holder lives (tgkill() on Linux).  Waiters poll the read end, and look at the count every
+ * holder lives (on Linux: the holder's open-file-description lock, or
+ * tgkill()).  Waiters poll the read end, and look at the count every
  * EFD_RECHECK_MS besides, since a token may go missing with a process that
  * died between changing the count and moving it.
  */

@@ -30,9 +30,10 @@
  * killed or stopped while it holds the lock, readiness stays out of step
  * until the next operation on the object in any process: a change, or a
  * read that finds the count at zero, looks at the token and syncs; the
- * lock is one word naming its holder thread, so after a death inside it
- * the next process to try it finds the holder gone, takes it over, drains
- * the channel and re-derives the token.  efd's own waiters on the channel
+ * lock is one word naming its holder, whose life the kernel tells (the
+ * lock, below), so after a death inside it the next process to try it
+ * finds the holder gone, takes it over, drains the channel and re-derives
+ * the token.  efd's own waiters on the channel
  * look at the count themselves at least every EFD_RECHECK_MS, and one that
  * finds the channel readable but the count zero repairs it: a missing
  * token costs them at most that interval, and a stale one nothing but a
@@ -50,6 +51,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -214,14 +216,15 @@ efd_shm_can_seal(void)
  *     cannot make sealed pages either (memfd_create refused by a sandbox,
  *     or a build without it), since that is what an efd peer in the same
  *     place hands over; where it can, a peer could have too;
- *   - no seals at all (F_GET_SEALS says EINVAL: not a tmpfs file): as it
- *     is, as before seals existed. */
+ *   - no seals at all (F_GET_SEALS fails: not a tmpfs/shmem file, say a
+ *     file on disk, which its sender could truncate): no.  efd's pages,
+ *     memfd's or shm_open's, are all shmem files. */
 static int
 page_seals_acceptable(int fd)
 {
     int seals = fcntl(fd, F_GET_SEALS);
     if (seals < 0)
-        return errno == EINVAL;
+        return 0;
     if (seals & F_SEAL_SHRINK)
         return 1;
     if (!(seals & F_SEAL_SEAL))
@@ -252,28 +255,55 @@ shm_adopt(int fd, size_t size, void **out_map)
 
 /* ---- the lock ---------------------------------------------------------- */
 
-/* The lock is one word of the page, `owner`: 0 when free, else the thread
- * that holds it, as (tgid << 32 | tid).  Nobody ever waits for it (see
- * sync_token below), so it needs no futex; what it needs is to be taken
- * over when its holder died inside.  A process-shared robust pthread mutex
- * did that, but glibc asserts (SIGABRT) on a mutex whose bytes a peer
- * scribbled, and a page may come from a peer efd does not trust (SPEC §6,
- * "a peer is not trusted").  A plain word is read by nobody but this code,
- * and garbage in it reads as a dead holder.
+/* The lock guards the channel and EFD_SYNC_TOKEN.  Nobody ever waits for
+ * it (see sync_token below); what it needs is to be taken over when its
+ * holder died inside, by whoever tries it next, who is then told so and
+ * re-derives the token from scratch.  Until 0.3 it was a process-shared
+ * robust pthread mutex in the page, but glibc asserts (SIGABRT), or
+ * follows the mutex's robust-list pointers (SIGSEGV), on a mutex whose
+ * bytes a peer scribbled, and a page may come from a peer efd does not
+ * trust (SPEC §6).  Now nothing in the page is trusted:
  *
- * Takeover.  A trylock that finds the word held asks the kernel whether
- * that thread still exists (tgkill(tgid, tid, 0): ESRCH, or EINVAL for
- * numbers that name no thread, means it does not), and if not, CASes the
- * word from the dead holder to itself: of several that find it dead, one
- * wins; the rest then see the winner (alive) or a changed word, and leave
- * it.  The winner is told that the holder died (EOWNERDEAD) and re-derives
- * the token from scratch.  Thread numbers mean something only in the pid
- * namespace they were written in: a process of another namespace never
- * takes over (it cannot tell who lives) and leaves the repair to one of
- * the page maker's namespace, or to the count re-checks of efd's own
- * waiters.  A holder's numbers reused at once by a new thread (same tgid
- * and tid) look alive until that thread ends: readiness lags that long,
- * the count never. */
+ * The lock is the word `owner`: 0 when free, else who holds it; taken by
+ * CAS from 0.  A taker that finds it held asks whether that holder lives,
+ * and if not, CASes the word from the dead holder to itself (one wins) and
+ * is told that the holder died (EOWNERDEAD).  Garbage in the word reads as
+ * a dead holder: the worst a scribbler gets is one more re-derivation.
+ *
+ * Who lives, asked of the kernel.  Each process that takes the lock holds,
+ * for as long as it lives, a *beacon*: an open-file-description lock
+ * (F_OFD_SETLK, Linux 3.15) on one byte of the page's file, 1 ..
+ * BEACON_SPAN, through a description of its own (the page reopened
+ * through /proc/self/fd).  Its word is OWNER_BEACON | that byte.  The
+ * kernel drops the beacon when the process dies -- when its descriptors
+ * close, before it is a zombie, whoever reaps it, in any pid namespace --
+ * so a taker learns whether the holder lives from F_OFD_GETLK on that byte
+ * through the object's own description (which never locks): held means
+ * alive.  The beacon is made once per process and object, so taking the
+ * lock costs one CAS, as the mutex did.  A new beacon never takes the byte
+ * the word names (a dead holder's, not taken over yet): a live process
+ * holding it would make the dead holder look alive.
+ *
+ * fork(): a child's copy of its parent's beacon description would keep
+ * the beacon (and a dead parent "alive") as long as the child lives, so
+ * the beacons are listed in a process-wide table that pthread_atfork
+ * walks in the child, closing each copy and marking its object beacon-
+ * less (the child makes its own when it first needs one).
+ *
+ * Where the kernel or the sandbox refuses a beacon (no /proc to reopen
+ * through, no OFD locks), the word is (tgid << 32 | tid) and a taker asks
+ * tgkill(tgid, tid, 0): ESRCH means gone.  That way is weaker, and says
+ * so: thread numbers mean something only in the pid namespace they were
+ * written in, so a process of another namespace than the page maker's
+ * never takes over, and marks its own word OWNER_UNCHECKABLE (never taken
+ * over: checked from the maker's namespace, its numbers would name some
+ * other thread); a zombie's main thread still answers (its lock is taken
+ * over once it is reaped); and numbers reused at once look alive.
+ * Readiness lags in those cases; the count never does. */
+
+#define OWNER_BEACON (UINT64_C(1) << 63)
+#define OWNER_UNCHECKABLE (UINT64_C(1) << 62)
+#define BEACON_SPAN 4096u
 
 static uint64_t
 lock_self(void)
@@ -286,6 +316,135 @@ lock_self(void)
     return ((uint64_t)(uint32_t)getpid() << 32) | (uint32_t)tid;
 }
 
+#if defined(F_OFD_SETLK) && !defined(EFD_EXPLORE)
+#  define EFD_HAVE_BEACON 1
+
+/* Every beacon of this process, and the field of the object that holds
+ * it.  Process-wide, as efd_registry.c's table, and for the same reason:
+ * fork() copies every interpreter's descriptors at once.  Nothing done
+ * under the mutex waits for anything but the kernel. */
+struct beacon_entry {
+    int fd;
+    _Atomic int *field;
+};
+static pthread_mutex_t beacon_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t beacon_once = PTHREAD_ONCE_INIT;
+static struct beacon_entry *beacons;
+static size_t nbeacons, beacons_cap;
+
+static void beacon_prepare(void) { pthread_mutex_lock(&beacon_lock); }
+static void beacon_parent(void) { pthread_mutex_unlock(&beacon_lock); }
+static void
+beacon_child(void)
+{
+    /* The parent's beacons, not ours: close the copies. */
+    while (nbeacons > 0) {
+        nbeacons--;
+        close(beacons[nbeacons].fd);
+        atomic_store(beacons[nbeacons].field, -1);
+    }
+    pthread_mutex_unlock(&beacon_lock);
+}
+static void
+beacon_init(void)
+{
+    (void)pthread_atfork(beacon_prepare, beacon_parent, beacon_child);
+}
+
+/* F_OFD_SETLK (write) or F_OFD_GETLK on one byte: 0, EBUSY (GETLK: held
+ * through another description), or errno. */
+static int
+beacon_op(int fd, int cmd, uint32_t byte)
+{
+    struct flock fl;
+    memset(&fl, 0, sizeof(fl));
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = (off_t)byte;
+    fl.l_len = 1;
+    if (fcntl(fd, cmd, &fl) < 0)
+        return errno;
+    return cmd == F_OFD_GETLK && fl.l_type != F_UNLCK ? EBUSY : 0;
+}
+
+/* Make this process's beacon for the object: 0, or an errno (then the
+ * word falls back to thread numbers). */
+static int
+beacon_make(efd_impl *impl)
+{
+    char path[64];
+    uint32_t start, k, byte = 0;
+    uint64_t named;
+    int fd, err = EAGAIN;
+
+    pthread_once(&beacon_once, beacon_init);
+    pthread_mutex_lock(&beacon_lock);
+    if (atomic_load(&impl->beacon_fd) >= 0) {       /* another thread's */
+        pthread_mutex_unlock(&beacon_lock);
+        return 0;
+    }
+    if (nbeacons == beacons_cap) {
+        size_t cap = beacons_cap ? 2 * beacons_cap : 16;
+        struct beacon_entry *b = realloc(beacons, cap * sizeof(*b));
+        if (b == NULL) {
+            pthread_mutex_unlock(&beacon_lock);
+            return ENOMEM;
+        }
+        beacons = b;
+        beacons_cap = cap;
+    }
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", impl->shmfd);
+    fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        err = errno;
+        pthread_mutex_unlock(&beacon_lock);
+        return err;
+    }
+    named = atomic_load(&impl->cnt->owner);
+    start = ((uint32_t)getpid() * 2654435761u) ^ (uint32_t)(uintptr_t)impl;
+    for (k = 0; k < 64; k++) {
+        byte = 1 + (start + k) % BEACON_SPAN;
+        if (named == (OWNER_BEACON | byte))
+            continue;                       /* a dead holder's, maybe */
+        err = beacon_op(fd, F_OFD_SETLK, byte);
+        if (err != EAGAIN && err != EACCES)
+            break;                          /* taken, or cannot be */
+    }
+    if (err != 0) {
+        close(fd);
+        pthread_mutex_unlock(&beacon_lock);
+        return err;
+    }
+    beacons[nbeacons].fd = fd;
+    beacons[nbeacons].field = &impl->beacon_fd;
+    nbeacons++;
+    impl->beacon = byte;
+    atomic_store(&impl->beacon_fd, fd);     /* after `beacon` */
+    pthread_mutex_unlock(&beacon_lock);
+    return 0;
+}
+
+static void
+beacon_drop(efd_impl *impl)
+{
+    size_t i;
+    if (atomic_load(&impl->beacon_fd) < 0)
+        return;
+    pthread_mutex_lock(&beacon_lock);
+    for (i = 0; i < nbeacons; i++)
+        if (beacons[i].field == &impl->beacon_fd) {
+            close(beacons[i].fd);
+            beacons[i] = beacons[--nbeacons];
+            break;
+        }
+    atomic_store(&impl->beacon_fd, -1);
+    pthread_mutex_unlock(&beacon_lock);
+}
+#else
+static void beacon_drop(efd_impl *impl) { (void)impl; }
+#endif
+
+/* Whether the holder the word names lives. */
 static int
 lock_holder_alive(const efd_impl *impl, uint64_t owner)
 {
@@ -296,7 +455,18 @@ lock_holder_alive(const efd_impl *impl, uint64_t owner)
     return efd_explore_alive(tgid, tid);
 #else
     long r;
-    if (!impl->owner_checkable)
+    if (owner & OWNER_BEACON) {
+#  ifdef EFD_HAVE_BEACON
+        uint64_t byte = owner & ~OWNER_BEACON;
+        if (byte < 1 || byte > BEACON_SPAN)
+            return 0;               /* no beacon has that byte */
+        /* EBUSY: the beacon is held; another error: cannot tell. */
+        return beacon_op(impl->shmfd, F_OFD_GETLK, (uint32_t)byte) != 0;
+#  else
+        return 1;                   /* cannot tell: never take it over */
+#  endif
+    }
+    if (!impl->owner_checkable || (owner & OWNER_UNCHECKABLE))
         return 1;                   /* cannot tell: never take it over */
     if (tgid <= 0 || tid <= 0)
         return 0;                   /* no thread has these numbers */
@@ -305,17 +475,24 @@ lock_holder_alive(const efd_impl *impl, uint64_t owner)
 #  else
     r = kill((pid_t)tgid, 0);
 #  endif
-    return r == 0 || errno != ESRCH;    /* EPERM: it exists */
+    return r == 0 || errno != ESRCH;    /* EPERM: it exists; EINVAL
+                                         * (no such numbers) cannot be */
 #endif
 }
 
 /* 0: taken; EOWNERDEAD: taken from a holder that died inside; EBUSY: a
- * live thread holds it. */
+ * live holder has it. */
 static int
 lock_try(efd_impl *impl)
 {
     _Atomic uint64_t *w = &impl->cnt->owner;
-    uint64_t me = lock_self(), seen = 0;
+    uint64_t me, seen = 0;
+#ifdef EFD_HAVE_BEACON
+    if (atomic_load(&impl->beacon_fd) >= 0 || beacon_make(impl) == 0)
+        me = OWNER_BEACON | impl->beacon;
+    else
+#endif
+        me = lock_self() | (impl->owner_checkable ? 0 : OWNER_UNCHECKABLE);
     if (atomic_compare_exchange_strong(w, &seen, me))
         return 0;
     EFD_POINT("lock: held");
@@ -427,11 +604,14 @@ void
 efd_chan_take(int rfd, int wfd)
 {
     /* An eventfd channel (normal mode) hands over everything in one read;
-     * a pipe token is one byte. */
-    char buf[8];
+     * a pipe token is one byte, but one read takes whatever else a peer
+     * holding the write end put there too (up to 64 bytes), for the same
+     * one system call: a stray byte would leave the channel readable with
+     * the count at zero. */
+    char buf[64];
     ssize_t n;
     do {
-        n = read_nowait(rfd, buf, rfd == wfd ? 8 : 1);
+        n = read_nowait(rfd, buf, rfd == wfd ? 8 : sizeof(buf));
     } while (n < 0 && errno == EINTR);
 }
 
@@ -466,7 +646,8 @@ efd_chan_drain(int rfd)
  *   Y3  store sync = TOKEN-as-is | LOCKED
  *   Y4  store dirty = 0
  *   Y5  load count; put or take the token to match; store sync = TOKEN' |
- *       LOCKED  (after EOWNERDEAD: drain the channel first, TOKEN = 0)
+ *       LOCKED  (after EOWNERDEAD, or for a waiter's repair: drain the
+ *       channel first, TOKEN = 0)
  *   Y6  store sync = TOKEN' (LOCKED clear); unlock; fence
  *   Y7  load dirty: 1 -> back to Y2
  *
@@ -532,14 +713,14 @@ sync_locked(efd_impl *impl, uint32_t token, int owner_died)
  * lock: 0, or EBUSY if the lock was held (its holder looks at `dirty`
  * after unlocking). */
 static int
-sync_token(efd_impl *impl)
+sync_token(efd_impl *impl, int rederive)
 {
     struct efd_count *c = impl->cnt;
     atomic_store(&c->dirty, 1);                                 /* Y1 */
     atomic_thread_fence(memory_order_seq_cst);
     EFD_POINT("sync_token: dirty=1");
     for (;;) {
-        int r = lock_try(impl), died = r == EOWNERDEAD;         /* Y2 */
+        int r = lock_try(impl), died = r == EOWNERDEAD || rederive; /* Y2 */
         uint32_t token;
         EFD_POINT("sync_token: trylock");
         if (r == EBUSY)
@@ -575,7 +756,7 @@ after_change(efd_impl *impl, uint64_t now)
     s = atomic_load(&c->sync);                                  /* C2 */
     EFD_POINT("after_change: sync read");
     if ((s & EFD_SYNC_LOCKED) || (now > 0) != ((s & EFD_SYNC_TOKEN) != 0))
-        (void)sync_token(impl);                                 /* C3 */
+        (void)sync_token(impl, 0);                              /* C3 */
 }
 
 int
@@ -637,7 +818,12 @@ efd_count_peek(efd_impl *impl, uint64_t *value)
 int
 efd_count_repair(efd_impl *impl)
 {
-    return atomic_load(&impl->cnt->armed) ? sync_token(impl) : 0;
+    /* A waiter found the channel readable and nothing to take: a token
+     * may be stale, or a byte more than the one token may be there (a
+     * peer wrote to the channel).  Re-derive it from scratch, as after a
+     * death, or the waiter would find it readable again at once, and
+     * spin. */
+    return atomic_load(&impl->cnt->armed) ? sync_token(impl, 1) : 0;
 }
 
 void
@@ -646,7 +832,7 @@ efd_count_arm(efd_impl *impl)
     struct efd_count *c = impl->cnt;
     if (!atomic_load(&c->armed)) {
         atomic_store(&c->armed, 1);
-        (void)sync_token(impl);
+        (void)sync_token(impl, 0);
     }
 }
 
@@ -666,6 +852,7 @@ efd_count_fds(efd_impl *impl, int *out, int max)
 void
 efd_count_close(efd_impl *impl)
 {
+    beacon_drop(impl);
     if (impl->cnt != NULL) {
         munmap((void *)impl->cnt, sizeof(struct efd_count));
         impl->cnt = NULL;
@@ -690,6 +877,7 @@ efd_count_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec,
     impl->cnt = c = (struct efd_count *)map;
     c->pidns = pid_namespace();
     impl->owner_checkable = 1;
+    atomic_store(&impl->beacon_fd, -1);
     if ((err = efd_chan_open(&impl->fd, &impl->wfd,
                              channel_eventfd && impl->chan_eventfd,
                              cloexec)) != 0) {
@@ -730,6 +918,7 @@ efd_count_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore,
     }
     impl->cnt = (struct efd_count *)map;
     impl->owner_checkable = impl->cnt->pidns == pid_namespace();
+    atomic_store(&impl->beacon_fd, -1);
     impl->shmfd = fds[0];
     impl->fd = fds[1];
     impl->wfd = nfds == 3 ? fds[2] : fds[1];
