@@ -1,0 +1,208 @@
+"""trio's own Semaphore and Event tests, run against efd.aio.
+
+trio ships its test suite inside the package (``trio/_tests/``).  This
+module loads ``trio/_tests/test_sync.py`` from the installed trio, as it
+is, and runs its Semaphore and Event tests -- ``test_Event``,
+``test_Semaphore``, ``test_Semaphore_bounded``, and the generic lock tests
+(exclusion, FIFO fairness, ``acquire_nowait`` blocking ``acquire``) with
+their ``Semaphore(1)`` factory -- with trio's ``Semaphore`` and ``Event``
+replaced by the adapter below, on every backend.
+
+The adapter only translates what differs in name, not in behaviour:
+
+* trio's ``Semaphore(initial_value, *, max_value=None)`` is an
+  ``efd.aio.Semaphore``, or with ``max_value`` an ``efd.aio.BoundedSemaphore``
+  of ``max_value`` with ``max_value - initial_value`` units taken (efd's
+  bound is its initial value, as in asyncio);
+* ``efd.WouldBlock`` is re-raised as ``trio.WouldBlock``;
+* trio's ``value`` is what a new acquirer could take: trio hands a released
+  unit straight to the first queued task, while efd's ``value`` is the
+  shared count, where the unit waits for that task (and no new acquirer of
+  this process may take it first): so the count less the tasks queued;
+* trio's wording of two ``ValueError`` messages (efd uses asyncio's and
+  threading's: "Semaphore released too many times");
+* trio's ``Event.__bool__`` refusal (a trio API choice; efd.aio.Event is
+  asyncio's, which has none).
+
+Everything a test checks -- checkpoints on every acquire and wait (trio's
+``assert_checkpoints``), FIFO order, that ``acquire_nowait`` never jumps
+ahead of a queued task, ``statistics().tasks_waiting`` -- is efd's own.
+
+Where the installed trio does not ship this file (or an older one whose
+module does not load on this Python), the tests skip, saying so.
+"""
+import os
+import re
+
+import pytest
+
+import efd
+import efd.aio
+
+from conftest import backend_unavailable
+
+trio = pytest.importorskip("trio")
+
+WANTED = ("test_Event", "test_Semaphore", "test_Semaphore_bounded")
+GENERIC = ("test_generic_lock_exclusion", "test_generic_lock_fifo_fairness",
+           "test_generic_lock_acquire_nowait_blocks_acquire")
+
+
+def _load_trio_tests():
+    path = os.path.join(os.path.dirname(trio.__file__), "_tests",
+                        "test_sync.py")
+    if not os.path.exists(path):
+        return None, "trio %s does not ship _tests/test_sync.py" % (
+            trio.__version__)
+    with open(path, encoding="utf-8") as f:
+        source = f.read()
+    # Its relative imports name trio's own modules.
+    source = re.sub(r"^from \.\. import ", "from trio import ", source,
+                    flags=re.M)
+    source = re.sub(r"^from \.\.(\w)", r"from trio.\1", source, flags=re.M)
+    namespace = {"__name__": "trio_test_sync"}
+    try:
+        exec(compile(source, path, "exec"), namespace)
+    except Exception as exc:            # an older trio, an older Python
+        return None, "trio %s's test_sync.py does not load here: %r" % (
+            trio.__version__, exc)
+    missing = [n for n in WANTED + GENERIC if n not in namespace]
+    if missing:
+        return None, "trio %s's test_sync.py has no %s" % (
+            trio.__version__, ", ".join(missing))
+    return namespace, ""
+
+
+TRIO_TESTS, WHY_NOT = _load_trio_tests()
+
+
+class _TrioSemaphore:
+    """trio.Semaphore's names over an efd.aio semaphore."""
+
+    def __init__(self, initial_value, *, max_value=None, backend=None):
+        for name, v in (("initial_value", initial_value),
+                        ("max_value", max_value)):
+            if v is not None and not isinstance(v, int):
+                raise TypeError("%s must be an int" % name)
+        if initial_value < 0:
+            raise ValueError("initial value must be >= 0")
+        if max_value is None:
+            self._sem = efd.aio.Semaphore(initial_value, backend=backend)
+        else:
+            if max_value < initial_value:
+                raise ValueError("max_values must be >= initial_value")
+            self._sem = efd.aio.BoundedSemaphore(max_value, backend=backend)
+            for _ in range(max_value - initial_value):
+                self._sem.acquire_nowait()
+        self._max_value = max_value
+        _made.append(self._sem)
+
+    @property
+    def value(self):
+        # trio hands a released unit straight to the first queued task, so
+        # its `value` is what a new acquirer could take.  efd's `value` is
+        # the shared count (SPEC: "the count now"), in which a released
+        # unit waits until the queued task takes it -- and which no new
+        # acquirer of this process may take first (no barging).  What a
+        # new acquirer here could take is the count less the tasks queued.
+        return max(0, self._sem.value - self._sem.statistics().tasks_waiting)
+
+    @property
+    def max_value(self):
+        return self._max_value
+
+    def statistics(self):
+        return self._sem.statistics()
+
+    def acquire_nowait(self):
+        try:
+            self._sem.acquire_nowait()
+        except efd.WouldBlock:
+            raise trio.WouldBlock from None
+
+    async def acquire(self):
+        await self._sem.acquire()
+
+    def release(self):
+        try:
+            self._sem.release()
+        except ValueError as exc:
+            if "released too many times" in str(exc):
+                raise ValueError("semaphore released too many times") from None
+            raise
+
+    async def __aenter__(self):
+        await self.acquire()
+
+    async def __aexit__(self, *exc_info):
+        self.release()
+
+    def __repr__(self):
+        return repr(self._sem)
+
+
+class _TrioEvent:
+    """trio.Event's names over an efd.aio.Event."""
+
+    def __init__(self, backend=None):
+        self._ev = efd.aio.Event(backend=backend)
+        _made.append(self._ev)
+
+    def __bool__(self):
+        raise NotImplementedError("trio.Event has no truth value")
+
+    def is_set(self):
+        return self._ev.is_set()
+
+    def set(self):
+        self._ev.set()
+
+    async def wait(self):
+        await self._ev.wait()
+
+    def statistics(self):
+        return self._ev.statistics()
+
+
+_made = []
+
+
+@pytest.fixture
+def on_backend(backend):
+    """trio's test module, its Semaphore and Event made on `backend`."""
+    if TRIO_TESTS is None:
+        pytest.skip(WHY_NOT)
+    why = backend_unavailable(backend, semaphore=True)
+    if why:
+        pytest.skip(why)
+    saved = {n: TRIO_TESTS[n] for n in ("Semaphore", "Event")}
+    TRIO_TESTS["Semaphore"] = (
+        lambda *a, **kw: _TrioSemaphore(*a, backend=backend, **kw))
+    TRIO_TESTS["Event"] = lambda: _TrioEvent(backend=backend)
+    try:
+        yield TRIO_TESTS
+    finally:
+        TRIO_TESTS.update(saved)
+        while _made:
+            _made.pop().close()
+
+
+def _run(fn, *args):
+    if not hasattr(fn, "__code__") or not (fn.__code__.co_flags & 0x80):
+        return fn(*args)                    # a plain test function
+    async def bounded():
+        with trio.fail_after(30):
+            await fn(*args)
+    trio.run(bounded)
+
+
+@pytest.mark.parametrize("name", WANTED)
+def test_trio_test_sync(on_backend, name):
+    _run(on_backend[name])
+
+
+@pytest.mark.parametrize("name", GENERIC)
+def test_trio_generic_lock_tests_with_a_semaphore(on_backend, name):
+    # The generic lock tests' "Semaphore(1)" factory, which looks the name
+    # up when called: the adapter's.
+    _run(on_backend[name], lambda: on_backend["Semaphore"](1))
