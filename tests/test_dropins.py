@@ -198,7 +198,8 @@ def test_subclass_with_its_own_init(backend, base):
             assert obj.wait(0)
         else:
             assert [obj.acquire(False) for _ in range(4)] == [True] * 3 + [False]
-            obj.release(3)
+            for _ in range(3):          # release(n): 3.9+ in threading
+                obj.release()
             if base == "BoundedSemaphore":
                 with pytest.raises(ValueError, match="released too many times"):
                     obj.release()

@@ -149,7 +149,9 @@ class _TrioEvent:
         _made.append(self._ev)
 
     def __bool__(self):
-        raise NotImplementedError("trio.Event has no truth value")
+        # Whatever the installed trio's Event does, word for word (it
+        # raises in new trios, warns in 0.31-0.3x); it looks at no state.
+        return trio.Event().__bool__()
 
     def is_set(self):
         return self._ev.is_set()
