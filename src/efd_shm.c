@@ -280,9 +280,11 @@ shm_adopt(int fd, size_t size, void **out_map)
  * so a taker learns whether the holder lives from F_OFD_GETLK on that byte
  * through the object's own description (which never locks): held means
  * alive.  The beacon is made once per process and object, so taking the
- * lock costs one CAS, as the mutex did.  A new beacon never takes the byte
+ * lock costs one CAS, as the mutex did.  A new beacon never keeps the byte
  * the word names (a dead holder's, not taken over yet): a live process
- * holding it would make the dead holder look alive.
+ * holding it would make the dead holder look alive.  A beacon is closed
+ * only while its number still names the page's file: a program that swept
+ * descriptors it did not open may have reused the number.
  *
  * fork(): a child's copy of its parent's beacon description would keep
  * the beacon (and a dead parent "alive") as long as the child lives, so
@@ -325,12 +327,26 @@ lock_self(void)
  * under the mutex waits for anything but the kernel. */
 struct beacon_entry {
     int fd;
+    dev_t dev;                      /* the page's file: what `fd` is */
+    ino_t ino;
     _Atomic int *field;
 };
 static pthread_mutex_t beacon_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t beacon_once = PTHREAD_ONCE_INIT;
 static struct beacon_entry *beacons;
 static size_t nbeacons, beacons_cap;
+
+/* Close a beacon, if its number still is one: a program that closed
+ * descriptors it did not open (a daemon's sweep) may have the number in
+ * use for a file of its own by now, as CPython checks its cached urandom
+ * descriptor.  fstat() is async-signal-safe (the fork child calls this). */
+static void
+beacon_close(const struct beacon_entry *b)
+{
+    struct stat st;
+    if (fstat(b->fd, &st) == 0 && st.st_dev == b->dev && st.st_ino == b->ino)
+        close(b->fd);
+}
 
 static void beacon_prepare(void) { pthread_mutex_lock(&beacon_lock); }
 static void beacon_parent(void) { pthread_mutex_unlock(&beacon_lock); }
@@ -340,7 +356,7 @@ beacon_child(void)
     /* The parent's beacons, not ours: close the copies. */
     while (nbeacons > 0) {
         nbeacons--;
-        close(beacons[nbeacons].fd);
+        beacon_close(&beacons[nbeacons]);
         atomic_store(beacons[nbeacons].field, -1);
     }
     pthread_mutex_unlock(&beacon_lock);
@@ -351,14 +367,14 @@ beacon_init(void)
     (void)pthread_atfork(beacon_prepare, beacon_parent, beacon_child);
 }
 
-/* F_OFD_SETLK (write) or F_OFD_GETLK on one byte: 0, EBUSY (GETLK: held
- * through another description), or errno. */
+/* F_OFD_SETLK or F_OFD_GETLK of `type` on one byte: 0, EBUSY (GETLK:
+ * held through another description), or errno. */
 static int
-beacon_op(int fd, int cmd, uint32_t byte)
+beacon_op(int fd, int cmd, short type, uint32_t byte)
 {
     struct flock fl;
     memset(&fl, 0, sizeof(fl));
-    fl.l_type = F_WRLCK;
+    fl.l_type = type;
     fl.l_whence = SEEK_SET;
     fl.l_start = (off_t)byte;
     fl.l_len = 1;
@@ -368,60 +384,74 @@ beacon_op(int fd, int cmd, uint32_t byte)
 }
 
 /* Make this process's beacon for the object: 0, or an errno (then the
- * word falls back to thread numbers). */
+ * word falls back to thread numbers, and `beacon_fd` says -2: no retry,
+ * an open() per lock, in this process). */
 static int
 beacon_make(efd_impl *impl)
 {
     char path[64];
+    struct stat st;
     uint32_t start, k, byte = 0;
-    uint64_t named;
     int fd, err = EAGAIN;
 
     pthread_once(&beacon_once, beacon_init);
     pthread_mutex_lock(&beacon_lock);
-    if (atomic_load(&impl->beacon_fd) >= 0) {       /* another thread's */
+    if (atomic_load(&impl->beacon_fd) != -1) {      /* another thread's */
         pthread_mutex_unlock(&beacon_lock);
-        return 0;
+        return atomic_load(&impl->beacon_fd) >= 0 ? 0 : EAGAIN;
     }
     if (nbeacons == beacons_cap) {
         size_t cap = beacons_cap ? 2 * beacons_cap : 16;
         struct beacon_entry *b = realloc(beacons, cap * sizeof(*b));
         if (b == NULL) {
-            pthread_mutex_unlock(&beacon_lock);
-            return ENOMEM;
+            err = ENOMEM;
+            goto fail;
         }
         beacons = b;
         beacons_cap = cap;
     }
     snprintf(path, sizeof(path), "/proc/self/fd/%d", impl->shmfd);
     fd = open(path, O_RDWR | O_CLOEXEC);
-    if (fd < 0) {
+    if (fd < 0 || fstat(fd, &st) < 0) {
         err = errno;
-        pthread_mutex_unlock(&beacon_lock);
-        return err;
+        if (fd >= 0)
+            close(fd);
+        goto fail;
     }
-    named = atomic_load(&impl->cnt->owner);
     start = ((uint32_t)getpid() * 2654435761u) ^ (uint32_t)(uintptr_t)impl;
     for (k = 0; k < 64; k++) {
         byte = 1 + (start + k) % BEACON_SPAN;
-        if (named == (OWNER_BEACON | byte))
-            continue;                       /* a dead holder's, maybe */
-        err = beacon_op(fd, F_OFD_SETLK, byte);
-        if (err != EAGAIN && err != EACCES)
-            break;                          /* taken, or cannot be */
+        err = beacon_op(fd, F_OFD_SETLK, F_WRLCK, byte);
+        if (err == EAGAIN || err == EACCES)
+            continue;                       /* another live process's */
+        if (err != 0)
+            break;                          /* cannot be taken here */
+        /* A byte free now may still be named by the word: a holder that
+         * died inside, not taken over yet.  Holding it would make that
+         * holder look alive: let it go.  (The word can name our byte
+         * later only by our own hand: nobody else holds it.) */
+        if (atomic_load(&impl->cnt->owner) != (OWNER_BEACON | byte))
+            break;
+        (void)beacon_op(fd, F_OFD_SETLK, F_UNLCK, byte);
+        err = EAGAIN;
     }
     if (err != 0) {
         close(fd);
-        pthread_mutex_unlock(&beacon_lock);
-        return err;
+        goto fail;
     }
     beacons[nbeacons].fd = fd;
+    beacons[nbeacons].dev = st.st_dev;
+    beacons[nbeacons].ino = st.st_ino;
     beacons[nbeacons].field = &impl->beacon_fd;
     nbeacons++;
     impl->beacon = byte;
     atomic_store(&impl->beacon_fd, fd);     /* after `beacon` */
     pthread_mutex_unlock(&beacon_lock);
     return 0;
+fail:
+    atomic_store(&impl->beacon_fd, -2);
+    pthread_mutex_unlock(&beacon_lock);
+    return err;
 }
 
 static void
@@ -433,7 +463,7 @@ beacon_drop(efd_impl *impl)
     pthread_mutex_lock(&beacon_lock);
     for (i = 0; i < nbeacons; i++)
         if (beacons[i].field == &impl->beacon_fd) {
-            close(beacons[i].fd);
+            beacon_close(&beacons[i]);
             beacons[i] = beacons[--nbeacons];
             break;
         }
@@ -461,7 +491,8 @@ lock_holder_alive(const efd_impl *impl, uint64_t owner)
         if (byte < 1 || byte > BEACON_SPAN)
             return 0;               /* no beacon has that byte */
         /* EBUSY: the beacon is held; another error: cannot tell. */
-        return beacon_op(impl->shmfd, F_OFD_GETLK, (uint32_t)byte) != 0;
+        return beacon_op(impl->shmfd, F_OFD_GETLK, F_WRLCK,
+                         (uint32_t)byte) != 0;
 #  else
         return 1;                   /* cannot tell: never take it over */
 #  endif
@@ -488,7 +519,8 @@ lock_try(efd_impl *impl)
     _Atomic uint64_t *w = &impl->cnt->owner;
     uint64_t me, seen = 0;
 #ifdef EFD_HAVE_BEACON
-    if (atomic_load(&impl->beacon_fd) >= 0 || beacon_make(impl) == 0)
+    int beacon = atomic_load(&impl->beacon_fd);
+    if (beacon >= 0 || (beacon == -1 && beacon_make(impl) == 0))
         me = OWNER_BEACON | impl->beacon;
     else
 #endif
@@ -871,13 +903,13 @@ efd_count_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec,
 
     impl->fd = impl->wfd = impl->shmfd = -1;
     impl->cnt = NULL;
+    atomic_store(&impl->beacon_fd, -1);
     impl->semaphore = semaphore;
     if ((err = shm_new(sizeof(struct efd_count), cloexec, &impl->shmfd, &map)))
         return err;
     impl->cnt = c = (struct efd_count *)map;
     c->pidns = pid_namespace();
     impl->owner_checkable = 1;
-    atomic_store(&impl->beacon_fd, -1);
     if ((err = efd_chan_open(&impl->fd, &impl->wfd,
                              channel_eventfd && impl->chan_eventfd,
                              cloexec)) != 0) {
@@ -906,6 +938,7 @@ efd_count_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore,
 
     impl->fd = impl->wfd = impl->shmfd = -1;
     impl->cnt = NULL;
+    atomic_store(&impl->beacon_fd, -1);
     if (nfds != 2 && nfds != 3)
         return EINVAL;
     if (fcntl(fds[1], F_GETFD) < 0 || (nfds == 3 && fcntl(fds[2], F_GETFD) < 0))
@@ -918,7 +951,6 @@ efd_count_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore,
     }
     impl->cnt = (struct efd_count *)map;
     impl->owner_checkable = impl->cnt->pidns == pid_namespace();
-    atomic_store(&impl->beacon_fd, -1);
     impl->shmfd = fds[0];
     impl->fd = fds[1];
     impl->wfd = nfds == 3 ? fds[2] : fds[1];
