@@ -76,9 +76,12 @@ typedef struct efd_impl {
     struct efd_count *cnt;  /* memory backends: the mapping; else NULL */
     /* Memory backends: this process's beacon for the page lock
      * (efd_shm.c): a description of the page's file that holds an OFD lock
-     * on byte `beacon` while the process lives; -1 until first needed. */
+     * on byte `beacon` while the process lives; -1 until first needed.
+     * `beacon_epoch` names the process that made it: a child of a raw
+     * fork (no pthread_atfork) finds its parent's there and makes its own. */
     _Atomic int beacon_fd;
     uint32_t beacon;
+    uint64_t beacon_epoch;
     /* Memory backends, where there is no beacon: whether a lock holder's
      * thread numbers can be checked (this process shares the page maker's
      * pid namespace). */

@@ -290,7 +290,15 @@ shm_adopt(int fd, size_t size, void **out_map)
  * the beacon (and a dead parent "alive") as long as the child lives, so
  * the beacons are listed in a process-wide table that pthread_atfork
  * walks in the child, closing each copy and marking its object beacon-
- * less (the child makes its own when it first needs one).
+ * less (the child makes its own when it first needs one).  A child made
+ * without the handlers (a raw fork or clone system call) is caught at its
+ * first lock: the beacon names the process that made it (its *epoch*),
+ * and a lock taker of another epoch forsakes the copy and makes its own
+ * -- else a child that died inside would leave a word naming its
+ * parent's live beacon, never taken over.  The epoch lives in a private
+ * page the kernel zeroes in every child, however made (MADV_WIPEONFORK,
+ * Linux 4.14), so the check is one load; where the kernel has no such
+ * page, the epoch is getpid(), a system call per lock.
  *
  * Where the kernel or the sandbox refuses a beacon (no /proc to reopen
  * through, no OFD locks), the word is (tgid << 32 | tid) and a taker asks
@@ -361,9 +369,51 @@ beacon_child(void)
     }
     pthread_mutex_unlock(&beacon_lock);
 }
+
+/* This process's epoch: nonzero, and another in every child.  In the
+ * wipe-on-fork page where there is one (zero there: a new child, which
+ * draws its own), else getpid(). */
+static _Atomic uint64_t *beacon_wipe;
+
+static uint64_t
+beacon_epoch_draw(void)
+{
+    struct timespec ts;
+    uint64_t e, seen = 0;
+    if (beacon_wipe == NULL)
+        return (uint64_t)getpid();
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    e = ((uint64_t)(uint32_t)getpid() << 32) ^
+        ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+    if (e == 0)
+        e = 1;
+    if (!atomic_compare_exchange_strong(beacon_wipe, &seen, e))
+        e = seen;                   /* a sibling thread drew first */
+    return e;
+}
+
+static inline uint64_t
+beacon_epoch(void)
+{
+    uint64_t e = beacon_wipe ? atomic_load_explicit(beacon_wipe,
+                                                    memory_order_relaxed) : 0;
+    return e != 0 ? e : beacon_epoch_draw();
+}
+
 static void
 beacon_init(void)
 {
+#ifdef MADV_WIPEONFORK
+    long size = sysconf(_SC_PAGESIZE);
+    void *p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED) {
+        if (madvise(p, (size_t)size, MADV_WIPEONFORK) == 0)
+            beacon_wipe = p;
+        else
+            munmap(p, (size_t)size);
+    }
+#endif
     (void)pthread_atfork(beacon_prepare, beacon_parent, beacon_child);
 }
 
@@ -445,7 +495,8 @@ beacon_make(efd_impl *impl)
     beacons[nbeacons].field = &impl->beacon_fd;
     nbeacons++;
     impl->beacon = byte;
-    atomic_store(&impl->beacon_fd, fd);     /* after `beacon` */
+    impl->beacon_epoch = beacon_epoch();
+    atomic_store(&impl->beacon_fd, fd);     /* after `beacon`, the epoch */
     pthread_mutex_unlock(&beacon_lock);
     return 0;
 fail:
@@ -454,13 +505,21 @@ fail:
     return err;
 }
 
+/* Close the object's beacon -- any (`only_not_of` 0), or only one that
+ * another process made (a raw fork's parent), checked under the table's
+ * mutex so that a sibling thread's new beacon is never dropped. */
 static void
-beacon_drop(efd_impl *impl)
+beacon_forsake(efd_impl *impl, uint64_t only_not_of)
 {
     size_t i;
     if (atomic_load(&impl->beacon_fd) < 0)
         return;
     pthread_mutex_lock(&beacon_lock);
+    if (only_not_of != 0 && (atomic_load(&impl->beacon_fd) < 0 ||
+                             impl->beacon_epoch == only_not_of)) {
+        pthread_mutex_unlock(&beacon_lock);
+        return;
+    }
     for (i = 0; i < nbeacons; i++)
         if (beacons[i].field == &impl->beacon_fd) {
             beacon_close(&beacons[i]);
@@ -470,6 +529,7 @@ beacon_drop(efd_impl *impl)
     atomic_store(&impl->beacon_fd, -1);
     pthread_mutex_unlock(&beacon_lock);
 }
+static void beacon_drop(efd_impl *impl) { beacon_forsake(impl, 0); }
 #else
 static void beacon_drop(efd_impl *impl) { (void)impl; }
 #endif
@@ -520,6 +580,10 @@ lock_try(efd_impl *impl)
     uint64_t me, seen = 0;
 #ifdef EFD_HAVE_BEACON
     int beacon = atomic_load(&impl->beacon_fd);
+    if (beacon >= 0 && impl->beacon_epoch != beacon_epoch()) {
+        beacon_forsake(impl, beacon_epoch());   /* a raw fork's parent's */
+        beacon = atomic_load(&impl->beacon_fd);
+    }
     if (beacon >= 0 || (beacon == -1 && beacon_make(impl) == 0))
         me = OWNER_BEACON | impl->beacon;
     else

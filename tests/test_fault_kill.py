@@ -14,6 +14,7 @@ workers' hands.
 Everything runs in a child (the "survivor") with a faulthandler watchdog:
 a survivor frozen with the GIL held fails with its threads' tracebacks.
 """
+import platform
 import shutil
 import subprocess
 
@@ -357,23 +358,44 @@ def test_stopped_holder_does_not_freeze_others(backend, run_py):
     assert "rounds %d" % STOP_ROUNDS in proc.stdout
 
 
+# clone(SIGCHLD) as a bare system call: a fork that runs no
+# pthread_atfork handler, as a program that forks by syscall() does.
+RAW_CLONE = {"x86_64": 56, "aarch64": 220}.get(platform.machine())
+
+
 @pytest.mark.parametrize("memory_backend", ["pipe", "futex"])
-def test_killed_inside_the_page_lock_and_left_a_zombie(memory_backend, run_py):
+@pytest.mark.parametrize("how", ["os.fork", "raw clone"])
+def test_killed_inside_the_page_lock_and_left_a_zombie(memory_backend, run_py,
+                                                        how):
     """A process SIGKILLed while it holds the page lock, and not reaped: the
     next operation of a live process takes the lock over at once (the
     kernel dropped the dead holder's beacon when it died, zombie or not),
     so a select() on fileno() sees the count again -- before the zombie
     is reaped.  (With thread numbers as the lock's word, tgkill() answers
-    for a zombie's main thread, and readiness waited for the reaping.)"""
+    for a zombie's main thread, and readiness waited for the reaping.)
+
+    The raw clone's child skips efd's fork handler, so it starts with its
+    parent's beacon: it must notice at its first lock and make its own,
+    or its death inside would leave a word naming the parent's live
+    beacon, never taken over."""
+    if how == "raw clone" and RAW_CLONE is None:
+        pytest.skip("no clone system call number for " + platform.machine())
     out = run_py("""
-        import mmap, os, random, select, signal, struct, time, efd
+        import ctypes, mmap, os, random, select, signal, struct, time, efd
         OWNER = 56              # struct efd_count, efd.h (layout 5)
+        libc = ctypes.CDLL(None, use_errno=True)
+        def fork():
+            if %(raw)r is None:
+                return os.fork()
+            return libc.syscall(%(raw)r, signal.SIGCHLD, 0, 0, 0, 0)
         rng = random.Random(7)
         for attempt in range(300):
-            sem = efd.Semaphore(0, backend=%r)
+            sem = efd.Semaphore(0, backend=%(backend)r)
             fd = sem.fileno()
+            sem.release()           # the parent's beacon exists now
+            sem.acquire(False)
             page = mmap.mmap(sem.handle().fds[0], 0)
-            pid = os.fork()
+            pid = fork()
             if pid == 0:
                 try:
                     while True:
@@ -400,7 +422,8 @@ def test_killed_inside_the_page_lock_and_left_a_zombie(memory_backend, run_py):
             break
         else:
             print("never caught a death inside the lock")
-    """ % memory_backend)
+    """ % {"backend": memory_backend,
+           "raw": RAW_CLONE if how == "raw clone" else None})
     if "never caught" in out.stdout:
         pytest.skip("no death inside the lock in 300 tries")
     assert "caught at attempt" in out.stdout
