@@ -688,6 +688,30 @@ class _Waiters:
             self.discard(fut)
 
 
+    async def take(self) -> Any:
+        """``wait(None, True)`` -- a consumer without a deadline, every
+        contended ``acquire()`` -- in the fewest steps: a served future was
+        taken off the queue by whoever served it, so the normal way out
+        only settles the books."""
+        fut = self.loop.create_future()
+        self.consumers.append(fut)
+        try:
+            if not self.reading or self.watchers:
+                self.watch()
+            value = await fut
+        except BaseException:
+            if _served(fut):
+                # Served, but cancelled before it could resume: pass it on.
+                self.give_back(fut.result())
+                self.served -= 1
+            self.discard(fut)
+            raise
+        self.served -= 1
+        if not self.consumers and not self.watchers:
+            self.settle()
+        return value
+
+
 class _TrioWaiters:
     """Everything one ``trio.run`` waits for on one EventFD.
 
@@ -712,6 +736,10 @@ class _TrioWaiters:
         self.users = 0
         self.watchers: Dict[Any, bool] = {}
         self.failed = False
+
+    #: Nothing is served past the queue under trio (the holder of the
+    #: queue's lock reads for itself); arrive() reads it as for asyncio.
+    served = 0
 
     def busy(self) -> bool:
         """Whether a newcomer must queue: consumer tasks are inside."""
@@ -774,6 +802,10 @@ class _TrioWaiters:
                 notified = self.watchers.pop(scope)
         return notified
 
+    async def take(self) -> Any:
+        """``wait(None, True)``, as :meth:`_Waiters.take`."""
+        return await self.wait(None, True)
+
     async def wait(self, timeout: Optional[float], consume: bool) -> Any:
         """Queue the running task and wait; see :func:`wait`."""
         import trio
@@ -832,8 +864,55 @@ class _TrioWaiters:
         return done
 
 
+def _running_key() -> Any:
+    # What the running task's records are keyed by: its trio.run's token,
+    # else its asyncio loop (None outside both).  _library()'s answer for
+    # those two, at a third of the cost (see family()).
+    if "trio" in sys.modules and _trio_runs():
+        return _trio_token()
+    return _get_running_loop()
+
+
+def arrive(ev: "EventFD") -> Tuple["_Family", Any]:
+    """What an ``acquire()`` asks first, in one call (it runs on every
+    one): the family of the library running the task (:func:`family`),
+    and the running task's record for ``ev`` if tasks of its loop are
+    queued there or were served and have not resumed -- a newcomer must
+    then queue behind them with the record's ``take()`` -- else None.
+
+    Args:
+        ev: The object about to be read.
+    """
+    fam = family()
+    if not _registry:
+        return fam, None
+    key = _trio_token() if fam is TRIO else _get_running_loop()
+    record = _registry.get((ev, key)) if key is not None else None
+    # The running loop's own record: its loop is not closed (busy()'s
+    # question), so the queues alone say.
+    if record is None or not (record.consumers or record.served):
+        return fam, None
+    return fam, record
+
+
+def record_for(ev: "EventFD") -> Any:
+    """The running task's record for ``ev``, made and published if new.
+
+    Raises:
+        ValueError: ``ev`` is closed.
+        RuntimeError: No supported async library runs the task.
+    """
+    return _record_for(ev)
+
+
 def _record_for(ev: "EventFD") -> Any:
     # The running task's record for `ev`, published if new.
+    if _registry:
+        key = _running_key()
+        if key is not None:
+            record = _registry.get((ev, key))
+            if record is not None:
+                return record
     library = _library()
     if library == "asyncio":
         loop = asyncio.get_running_loop()
@@ -896,8 +975,9 @@ def hand_off(ev: "EventFD", check: Any = None) -> bool:
         True if a queued task of the running loop got the unit; False if
         there is none (the caller releases into the count).
     """
-    record = local_record(ev)
-    if record is None:
+    # local_record(), inlined: this runs on every release.
+    record = _registry.get((ev, _get_running_loop())) if _registry else None
+    if record is None or type(record) is not _Waiters:
         return False
     queue = record.consumers
     while queue and queue[0].done():     # timed out or cancelled meanwhile
@@ -953,12 +1033,8 @@ def queued(ev: "EventFD") -> bool:
     """
     if not _registry:
         return False
-    library = _library()
-    if library == "asyncio":
-        key: Any = _get_running_loop()
-    elif library == "trio":
-        key = _trio_token()
-    else:
+    key = _running_key()
+    if key is None:
         return False
     record = _registry.get((ev, key))
     return record is not None and record.busy()
@@ -1159,12 +1235,26 @@ def family() -> _Family:
     that is there is taken on the first step, and a wait raises
     :class:`RuntimeError` when it needs a loop (:func:`wait`).
     """
-    library = _library()
-    if library == "trio":
+    # On every acquire and wait, so the cheap questions first: a library
+    # that was never imported runs nothing here (sys.modules), and whether
+    # trio runs is the name it declares for its thread (sniffio's
+    # convention) -- not the whole of _library(), whose running-loop
+    # question costs more than the rest of an uncontended acquire.
+    modules = sys.modules
+    if "trio" in modules and _trio_runs():
         return TRIO
-    if library == "asyncio" and _anyio_runs_task():
+    if "anyio._backends._asyncio" in modules and _anyio_runs_task():
         return ANYIO
     return ASYNCIO
+
+
+def _trio_runs() -> bool:
+    # Whether trio (or anyio on trio) runs the current task: _library()'s
+    # first and last questions, which are the ones that can say "trio".
+    if sniffio is not None:
+        return (sniffio.thread_local.name
+                or sniffio.current_async_library_cvar.get()) == "trio"
+    return _trio_token() is not None
 
 
 def loop_running() -> bool:

@@ -277,29 +277,28 @@ class Semaphore(_Base):
                 waits.
             RuntimeError: No supported async library runs the task.
         """
-        fam = _aio.family()
+        ev = self._ev
+        fam, queue = _aio.arrive(ev)
         if fam.checkpoints:
             await fam.checkpoint_if_cancelled()
-        ev = self._ev
-        if not (_aio._registry and _aio.queued(ev)):
+            fam, queue = _aio.arrive(ev)    # others may have come meanwhile
+        if queue is None:
             if _try_acquire(self._core, False):
                 if fam.checkpoints:
                     await fam.cancel_shielded_checkpoint()
                 return True
+            queue = _aio.record_for(ev)
         elif ev.closed:
             raise ValueError("I/O operation on closed %s"
                              % type(self).__name__)
-        await _aio.wait(ev, None, True)
+        await queue.take()
         return True
 
     # -- giving -----------------------------------------------------------
 
-    def _check_release(self) -> None:
-        # What a release must refuse before a hand-off (which does not go
-        # through the count's own checks).
-        if self._ev.closed:
-            raise ValueError("I/O operation on closed %s"
-                             % type(self).__name__)
+    #: What a hand-off must refuse besides a closed object (it does not go
+    #: through the count's own checks): a method, or None (the bound).
+    _check_release: Any = None
 
     def release(self) -> None:
         """Give a unit back.
@@ -313,6 +312,9 @@ class Semaphore(_Base):
             ValueError: The object is closed.
         """
         if _aio._registry and self._run < HANDOFF_RUN:
+            if self._ev.closed:
+                raise ValueError("I/O operation on closed %s"
+                                 % type(self).__name__)
             if _aio.hand_off(self._ev, self._check_release):
                 self._run += 1
                 return
@@ -321,19 +323,21 @@ class Semaphore(_Base):
 
     async def __aenter__(self) -> None:
         # acquire()'s body, inlined: one coroutine less per block.
-        fam = _aio.family()
+        ev = self._ev
+        fam, queue = _aio.arrive(ev)
         if fam.checkpoints:
             await fam.checkpoint_if_cancelled()
-        ev = self._ev
-        if not (_aio._registry and _aio.queued(ev)):
+            fam, queue = _aio.arrive(ev)    # others may have come meanwhile
+        if queue is None:
             if _try_acquire(self._core, False):
                 if fam.checkpoints:
                     await fam.cancel_shielded_checkpoint()
                 return
+            queue = _aio.record_for(ev)
         elif ev.closed:
             raise ValueError("I/O operation on closed %s"
                              % type(self).__name__)
-        await _aio.wait(ev, None, True)
+        await queue.take()
 
     async def __aexit__(self, exc_type: Optional[Type[BaseException]],
                         exc: Optional[BaseException],
@@ -359,7 +363,6 @@ class BoundedSemaphore(Semaphore):
         super().__init__(value, backend=backend)
 
     def _check_release(self) -> None:
-        super()._check_release()
         # A hand-off does not change the count; refuse what the count's
         # own check would refuse.
         if (self._ev._peek() or 0) + 1 > self._core._bound:
