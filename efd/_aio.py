@@ -769,7 +769,13 @@ class _TrioWaiters:
             raise ValueError(_CLOSED_MESSAGE) from None
 
     async def _consume(self) -> int:
+        import trio
         async with self.lock:
+            # Taking trio's lock ends in a shielded checkpoint: a scope
+            # cancelled meanwhile (and a release made meanwhile) must
+            # cancel this task before it reads, not after (anyio's
+            # test_cancel_during_acquire).
+            await trio.lowlevel.checkpoint_if_cancelled()
             try_read = self.ev._try_read
             while True:
                 if self.failed:

@@ -18,6 +18,7 @@ from efd import _aio
 from conftest import PROMPT, backend_unavailable
 
 trio = pytest.importorskip("trio")
+import trio.testing  # noqa: E402
 
 
 def run(main, *args, limit=PROMPT * 6):
@@ -218,6 +219,32 @@ def test_move_on_after_consumes_nothing(new_sem):
         ev.release()
         return drain(ev)
     assert run(main) == 1
+
+
+@pytest.mark.parametrize("kind", ["EventFD", "Semaphore"])
+def test_cancelled_and_released_before_the_waiter_resumed(new_sem, kind):
+    # A task queued for a unit, its scope cancelled and a unit released
+    # while it sits in a shielded checkpoint on its way to the read (the
+    # queue's lock): it must leave cancelled, taking nothing -- the unit
+    # stays in the count (anyio's test_cancel_during_acquire, release
+    # first, on its trio backend).
+    async def main():
+        sem = new_sem(1, kind)
+        assert sem.acquire(False)
+        took = []
+
+        async def waiter(task_status=trio.TASK_STATUS_IGNORED):
+            task_status.started()
+            took.append(await sem.acquire_async())
+
+        async with trio.open_nursery() as nursery:
+            await nursery.start(waiter)
+            nursery.cancel_scope.cancel()
+            with trio.CancelScope(shield=True):
+                sem.release()
+                await trio.testing.wait_all_tasks_blocked()
+        return took, drain(sem)
+    assert run(main) == ([], 1)
 
 
 def test_cancellation_storm_is_exact(new_sem):

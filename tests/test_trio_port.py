@@ -6,9 +6,10 @@ is, and runs its Semaphore and Event tests -- ``test_Event``,
 ``test_Semaphore``, ``test_Semaphore_bounded``, and the generic lock tests
 (exclusion, FIFO fairness, ``acquire_nowait`` blocking ``acquire``) with
 their ``Semaphore(1)`` factory -- with trio's ``Semaphore`` and ``Event``
-replaced by the adapter below, on every backend.
+replaced by an adapter, on every backend.
 
-The adapter only translates what differs in name, not in behaviour:
+The adapter (tests/_ported.py, shared with anyio's port) only translates
+what differs in name, not in behaviour:
 
 * trio's ``Semaphore(initial_value, *, max_value=None)`` is an
   ``efd.aio.Semaphore``, or with ``max_value`` an ``efd.aio.BoundedSemaphore``
@@ -39,6 +40,7 @@ import pytest
 import efd
 import efd.aio
 
+from _ported import PortedSemaphore
 from conftest import backend_unavailable
 
 trio = pytest.importorskip("trio")
@@ -74,71 +76,6 @@ def _load_trio_tests():
 
 
 TRIO_TESTS, WHY_NOT = _load_trio_tests()
-
-
-class _TrioSemaphore:
-    """trio.Semaphore's names over an efd.aio semaphore."""
-
-    def __init__(self, initial_value, *, max_value=None, backend=None):
-        for name, v in (("initial_value", initial_value),
-                        ("max_value", max_value)):
-            if v is not None and not isinstance(v, int):
-                raise TypeError("%s must be an int" % name)
-        if initial_value < 0:
-            raise ValueError("initial value must be >= 0")
-        if max_value is None:
-            self._sem = efd.aio.Semaphore(initial_value, backend=backend)
-        else:
-            if max_value < initial_value:
-                raise ValueError("max_values must be >= initial_value")
-            self._sem = efd.aio.BoundedSemaphore(max_value, backend=backend)
-            for _ in range(max_value - initial_value):
-                self._sem.acquire_nowait()
-        self._max_value = max_value
-        _made.append(self._sem)
-
-    @property
-    def value(self):
-        # trio hands a released unit straight to the first queued task, so
-        # its `value` is what a new acquirer could take.  efd's `value` is
-        # the shared count (SPEC: "the count now"), in which a released
-        # unit waits until the queued task takes it -- and which no new
-        # acquirer of this process may take first (no barging).  What a
-        # new acquirer here could take is the count less the tasks queued.
-        return max(0, self._sem.value - self._sem.statistics().tasks_waiting)
-
-    @property
-    def max_value(self):
-        return self._max_value
-
-    def statistics(self):
-        return self._sem.statistics()
-
-    def acquire_nowait(self):
-        try:
-            self._sem.acquire_nowait()
-        except efd.WouldBlock:
-            raise trio.WouldBlock from None
-
-    async def acquire(self):
-        await self._sem.acquire()
-
-    def release(self):
-        try:
-            self._sem.release()
-        except ValueError as exc:
-            if "released too many times" in str(exc):
-                raise ValueError("semaphore released too many times") from None
-            raise
-
-    async def __aenter__(self):
-        await self.acquire()
-
-    async def __aexit__(self, *exc_info):
-        self.release()
-
-    def __repr__(self):
-        return repr(self._sem)
 
 
 class _TrioEvent:
@@ -179,7 +116,9 @@ def on_backend(backend):
         pytest.skip(why)
     saved = {n: TRIO_TESTS[n] for n in ("Semaphore", "Event")}
     TRIO_TESTS["Semaphore"] = (
-        lambda *a, **kw: _TrioSemaphore(*a, backend=backend, **kw))
+        lambda *a, **kw: PortedSemaphore(
+            *a, backend=backend, would_block=trio.WouldBlock,
+            too_many="semaphore released too many times", made=_made, **kw))
     TRIO_TESTS["Event"] = lambda: _TrioEvent(backend=backend)
     try:
         yield TRIO_TESTS
