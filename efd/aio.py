@@ -95,11 +95,14 @@ def _rebuild(cls: Any, core: Any) -> Any:
     self._core = core
     self._ev = core._ev
     self._run = 0
+    self._rec = None
     return self
 
 
 class _Base:
-    __slots__ = ("_core", "_ev", "_run", "__weakref__")
+    # _rec: the wait record of a loop this object's tasks queued on last
+    # (a hint for efd._aio.arrive and hand_off; None when unknown).
+    __slots__ = ("_core", "_ev", "_run", "_rec", "__weakref__")
     _core: Any
 
     def __reduce__(self) -> Tuple[Any, Tuple[Any, ...]]:
@@ -198,6 +201,7 @@ class Semaphore(_Base):
         self._core = self._SYNC(value, backend=backend)
         self._ev = self._core._ev
         self._run = 0
+        self._rec = None
 
     # -- state ------------------------------------------------------------
 
@@ -278,12 +282,13 @@ class Semaphore(_Base):
             RuntimeError: No supported async library runs the task.
         """
         ev = self._ev
-        fam, queue = _aio.arrive(ev)
+        fam, queue = _aio.arrive(ev, self._rec)
         if fam.checkpoints:
             await fam.checkpoint_if_cancelled()
             fam, queue = _aio.arrive(ev)    # others may have come meanwhile
         if queue is None:
             if _try_acquire(self._core, False):
+                self._rec = None
                 if fam.checkpoints:
                     await fam.cancel_shielded_checkpoint()
                 return True
@@ -291,6 +296,7 @@ class Semaphore(_Base):
         elif ev.closed:
             raise ValueError("I/O operation on closed %s"
                              % type(self).__name__)
+        self._rec = queue
         await queue.take()
         return True
 
@@ -315,7 +321,7 @@ class Semaphore(_Base):
             if self._ev.closed:
                 raise ValueError("I/O operation on closed %s"
                                  % type(self).__name__)
-            if _aio.hand_off(self._ev, self._check_release):
+            if _aio.hand_off(self._ev, self._check_release, self._rec):
                 self._run += 1
                 return
         self._run = 0
@@ -324,12 +330,13 @@ class Semaphore(_Base):
     async def __aenter__(self) -> None:
         # acquire()'s body, inlined: one coroutine less per block.
         ev = self._ev
-        fam, queue = _aio.arrive(ev)
+        fam, queue = _aio.arrive(ev, self._rec)
         if fam.checkpoints:
             await fam.checkpoint_if_cancelled()
             fam, queue = _aio.arrive(ev)    # others may have come meanwhile
         if queue is None:
             if _try_acquire(self._core, False):
+                self._rec = None
                 if fam.checkpoints:
                     await fam.cancel_shielded_checkpoint()
                 return
@@ -337,6 +344,7 @@ class Semaphore(_Base):
         elif ev.closed:
             raise ValueError("I/O operation on closed %s"
                              % type(self).__name__)
+        self._rec = queue
         await queue.take()
 
     async def __aexit__(self, exc_type: Optional[Type[BaseException]],
@@ -456,6 +464,7 @@ class Event(_Base):
         self._core = _SyncEvent(backend=backend)
         self._ev = self._core._ev
         self._run = 0
+        self._rec = None
 
     @property
     def value(self) -> int:
