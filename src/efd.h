@@ -76,12 +76,9 @@ typedef struct efd_impl {
     struct efd_count *cnt;  /* memory backends: the mapping; else NULL */
     /* Memory backends: this process's beacon for the page lock
      * (efd_shm.c): a description of the page's file that holds an OFD lock
-     * on byte `beacon` while the process lives; -1 until first needed.
-     * `beacon_epoch` names the process that made it: a child of a raw
-     * fork (no pthread_atfork) finds its parent's there and makes its own. */
+     * on byte `beacon` while the process lives; -1 until first needed. */
     _Atomic int beacon_fd;
-    uint32_t beacon;
-    uint64_t beacon_epoch;
+    _Atomic uint32_t beacon;
     /* Memory backends, where there is no beacon: whether a lock holder's
      * thread numbers can be checked (this process shares the page maker's
      * pid namespace). */

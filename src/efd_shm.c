@@ -292,13 +292,16 @@ shm_adopt(int fd, size_t size, void **out_map)
  * walks in the child, closing each copy and marking its object beacon-
  * less (the child makes its own when it first needs one).  A child made
  * without the handlers (a raw fork or clone system call) is caught at its
- * first lock: the beacon names the process that made it (its *epoch*),
- * and a lock taker of another epoch forsakes the copy and makes its own
- * -- else a child that died inside would leave a word naming its
- * parent's live beacon, never taken over.  The epoch lives in a private
- * page the kernel zeroes in every child, however made (MADV_WIPEONFORK,
- * Linux 4.14), so the check is one load; where the kernel has no such
- * page, the epoch is getpid(), a system call per lock.
+ * first lock of any object: the table names the process that filled it
+ * (its *epoch*), and a lock taker of another epoch closes every copy in
+ * it -- else a child that died inside one object's lock would leave a
+ * word naming its parent's live beacon, never taken over, and a child
+ * that merely lives would keep a dead parent "alive" in the others.  The
+ * epoch lives in a private page the kernel zeroes in every child, however
+ * made (MADV_WIPEONFORK, Linux 4.14), so the check is one load; where the
+ * kernel has no such page, the epoch is getpid(), a system call per lock.
+ * A raw child that never calls efd keeps its copies, and with them a dead
+ * parent "alive", until it exits: nothing of efd runs in it to notice.
  *
  * Where the kernel or the sandbox refuses a beacon (no /proc to reopen
  * through, no OFD locks), the word is (tgid << 32 | tid) and a taker asks
@@ -343,6 +346,9 @@ static pthread_mutex_t beacon_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t beacon_once = PTHREAD_ONCE_INIT;
 static struct beacon_entry *beacons;
 static size_t nbeacons, beacons_cap;
+/* The epoch (below) of the process whose beacons the table lists; 0 while
+ * it lists none.  Stored under the mutex, after the table. */
+static _Atomic uint64_t beacons_epoch;
 
 /* Close a beacon, if its number still is one: a program that closed
  * descriptors it did not open (a daemon's sweep) may have the number in
@@ -356,17 +362,26 @@ beacon_close(const struct beacon_entry *b)
         close(b->fd);
 }
 
-static void beacon_prepare(void) { pthread_mutex_lock(&beacon_lock); }
-static void beacon_parent(void) { pthread_mutex_unlock(&beacon_lock); }
+/* In a fork child, with the table's mutex held: the beacons listed are
+ * the parent's, not ours -- close the copies, mark their objects beacon-
+ * less, and the table this process's (empty). */
 static void
-beacon_child(void)
+beacon_close_inherited(void)
 {
-    /* The parent's beacons, not ours: close the copies. */
     while (nbeacons > 0) {
         nbeacons--;
         beacon_close(&beacons[nbeacons]);
         atomic_store(beacons[nbeacons].field, -1);
     }
+    atomic_store(&beacons_epoch, 0);
+}
+
+static void beacon_prepare(void) { pthread_mutex_lock(&beacon_lock); }
+static void beacon_parent(void) { pthread_mutex_unlock(&beacon_lock); }
+static void
+beacon_child(void)
+{
+    beacon_close_inherited();
     pthread_mutex_unlock(&beacon_lock);
 }
 
@@ -494,9 +509,9 @@ beacon_make(efd_impl *impl)
     beacons[nbeacons].ino = st.st_ino;
     beacons[nbeacons].field = &impl->beacon_fd;
     nbeacons++;
-    impl->beacon = byte;
-    impl->beacon_epoch = beacon_epoch();
-    atomic_store(&impl->beacon_fd, fd);     /* after `beacon`, the epoch */
+    atomic_store_explicit(&impl->beacon, byte, memory_order_relaxed);
+    atomic_store(&beacons_epoch, beacon_epoch());
+    atomic_store(&impl->beacon_fd, fd);     /* after `beacon` */
     pthread_mutex_unlock(&beacon_lock);
     return 0;
 fail:
@@ -505,21 +520,14 @@ fail:
     return err;
 }
 
-/* Close the object's beacon -- any (`only_not_of` 0), or only one that
- * another process made (a raw fork's parent), checked under the table's
- * mutex so that a sibling thread's new beacon is never dropped. */
+/* Close the object's beacon (close(), or its page going away). */
 static void
-beacon_forsake(efd_impl *impl, uint64_t only_not_of)
+beacon_drop(efd_impl *impl)
 {
     size_t i;
     if (atomic_load(&impl->beacon_fd) < 0)
         return;
     pthread_mutex_lock(&beacon_lock);
-    if (only_not_of != 0 && (atomic_load(&impl->beacon_fd) < 0 ||
-                             impl->beacon_epoch == only_not_of)) {
-        pthread_mutex_unlock(&beacon_lock);
-        return;
-    }
     for (i = 0; i < nbeacons; i++)
         if (beacons[i].field == &impl->beacon_fd) {
             beacon_close(&beacons[i]);
@@ -529,7 +537,28 @@ beacon_forsake(efd_impl *impl, uint64_t only_not_of)
     atomic_store(&impl->beacon_fd, -1);
     pthread_mutex_unlock(&beacon_lock);
 }
-static void beacon_drop(efd_impl *impl) { beacon_forsake(impl, 0); }
+
+/* In a child that no fork handler ran in: what beacon_child() would have
+ * done.  The table's epoch is cleared last, so that a sibling thread that
+ * sees it cleared sees the emptied fields too. */
+static void
+beacon_forsake_inherited(uint64_t now)
+{
+    pthread_mutex_lock(&beacon_lock);
+    if (atomic_load(&beacons_epoch) != now)
+        beacon_close_inherited();
+    pthread_mutex_unlock(&beacon_lock);
+}
+
+/* Whether the table holds another process's beacons: a raw fork child's
+ * first lock.  One load while the table is empty or this process's. */
+static inline void
+beacon_check_inherited(void)
+{
+    uint64_t e = atomic_load_explicit(&beacons_epoch, memory_order_acquire);
+    if (e != 0 && e != beacon_epoch())
+        beacon_forsake_inherited(beacon_epoch());
+}
 #else
 static void beacon_drop(efd_impl *impl) { (void)impl; }
 #endif
@@ -579,13 +608,12 @@ lock_try(efd_impl *impl)
     _Atomic uint64_t *w = &impl->cnt->owner;
     uint64_t me, seen = 0;
 #ifdef EFD_HAVE_BEACON
-    int beacon = atomic_load(&impl->beacon_fd);
-    if (beacon >= 0 && impl->beacon_epoch != beacon_epoch()) {
-        beacon_forsake(impl, beacon_epoch());   /* a raw fork's parent's */
-        beacon = atomic_load(&impl->beacon_fd);
-    }
+    int beacon;
+    beacon_check_inherited();
+    beacon = atomic_load(&impl->beacon_fd);
     if (beacon >= 0 || (beacon == -1 && beacon_make(impl) == 0))
-        me = OWNER_BEACON | impl->beacon;
+        me = OWNER_BEACON | atomic_load_explicit(&impl->beacon,
+                                                 memory_order_relaxed);
     else
 #endif
         me = lock_self() | (impl->owner_checkable ? 0 : OWNER_UNCHECKABLE);

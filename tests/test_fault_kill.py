@@ -427,3 +427,75 @@ def test_killed_inside_the_page_lock_and_left_a_zombie(memory_backend, run_py,
     if "never caught" in out.stdout:
         pytest.skip("no death inside the lock in 300 tries")
     assert "caught at attempt" in out.stdout
+
+
+@pytest.mark.parametrize("memory_backend", ["pipe", "futex"])
+def test_a_raw_child_does_not_keep_a_dead_holder_alive(memory_backend, run_py):
+    """A holder killed inside an object's lock, whose child -- made by a
+    bare clone system call, so no fork handler closed its copies of the
+    holder's beacons -- lives on, using efd for *another* object only: the
+    child's first lock of anything closes every copy it inherited, so the
+    dead holder's lock is taken over at once and select() on fileno()
+    agrees with the count while the child still lives."""
+    if RAW_CLONE is None:
+        pytest.skip("no clone system call number for " + platform.machine())
+    out = run_py("""
+        import ctypes, mmap, os, random, select, signal, struct, time, efd
+        OWNER = 56              # struct efd_count, efd.h (layout 5)
+        libc = ctypes.PyDLL(None, use_errno=True)   # the GIL stays held
+        def raw_fork():
+            return libc.syscall(%(raw)r, signal.SIGCHLD, 0, 0, 0, 0)
+        def word(page):
+            return struct.unpack_from("<Q", page, OWNER)[0]
+        rng = random.Random(5)
+        other = efd.Semaphore(0, backend=%(backend)r)
+        other.fileno()
+        for attempt in range(300):
+            sem = efd.Semaphore(0, backend=%(backend)r)
+            fd = sem.fileno()
+            page = mmap.mmap(sem.handle().fds[0], 0)
+            r, w = os.pipe()
+            holder = os.fork()
+            if holder == 0:
+                os.close(r)
+                sem.release()           # the holder's beacon for `sem`
+                sem.acquire(False)
+                child = raw_fork()
+                if child == 0:          # uses `other` only, then lives on
+                    for _ in range(100):
+                        other.release()
+                        other.acquire(False)
+                    time.sleep(60)
+                    os._exit(0)
+                os.write(w, struct.pack("i", child))
+                while True:
+                    sem.release()
+                    sem.acquire(False)
+            os.close(w)
+            child = struct.unpack("i", os.read(r, 4))[0]
+            os.close(r)
+            time.sleep(rng.uniform(0.0005, 0.003))
+            os.kill(holder, signal.SIGKILL)
+            os.waitpid(holder, 0)
+            if word(page) == 0:         # it did not die inside: again
+                os.kill(child, signal.SIGKILL)
+                page.close()
+                sem.close()
+                continue
+            wrong = 0
+            for _ in range(20):         # the child still lives
+                while sem.acquire(False):
+                    pass
+                wrong += bool(select.select([fd], [], [], 0)[0])
+                sem.release()
+                wrong += not select.select([fd], [], [], 0.5)[0]
+            os.kill(child, signal.SIGKILL)
+            assert wrong == 0, "readiness wrong %%d times in 40" %% wrong
+            print("caught at attempt", attempt)
+            break
+        else:
+            print("never caught a death inside the lock")
+    """ % {"backend": memory_backend, "raw": RAW_CLONE}, timeout=120)
+    if "never caught" in out.stdout:
+        pytest.skip("no death inside the lock in 300 tries")
+    assert "caught at attempt" in out.stdout
