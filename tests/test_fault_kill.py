@@ -460,19 +460,18 @@ def test_a_raw_child_does_not_keep_a_dead_holder_alive(memory_backend, run_py):
                 os.close(r)
                 sem.release()           # the holder's beacon for `sem`
                 sem.acquire(False)
-                child = raw_fork()
-                if child == 0:          # uses `other` only, then lives on
+                if raw_fork() == 0:     # uses `other` only, then lives on
                     for _ in range(100):
                         other.release()
                         other.acquire(False)
+                    os.write(w, struct.pack("i", os.getpid()))   # done
                     time.sleep(60)
                     os._exit(0)
-                os.write(w, struct.pack("i", child))
                 while True:
                     sem.release()
                     sem.acquire(False)
             os.close(w)
-            child = struct.unpack("i", os.read(r, 4))[0]
+            child = struct.unpack("i", os.read(r, 4))[0]    # its ops done
             os.close(r)
             time.sleep(rng.uniform(0.0005, 0.003))
             os.kill(holder, signal.SIGKILL)
