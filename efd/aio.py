@@ -33,11 +33,13 @@ unit was handed to it passes the unit to the next task of its loop, or back
 to the count.
 
 Across processes the units are one count; FIFO order holds among the tasks
-of one loop, not between processes.  In-process hand-offs are bounded
-(:data:`HANDOFF_RUN` in a row) so that waiters of other processes are not
-starved by a busy loop.
+of one loop, not between processes.  A run of in-process hand-offs is
+bounded (:data:`HANDOFF_SPAN` seconds, looked at every :data:`HANDOFF_RUN`
+hand-offs) so that waiters of other processes, and blocked threads, are
+not starved by a busy loop.
 """
 import sys
+from time import monotonic as _monotonic
 from typing import Any, NamedTuple, Optional, Tuple, Type, TypeVar
 from types import TracebackType
 
@@ -50,9 +52,17 @@ from ._sync import WouldBlock
 __all__ = ["Semaphore", "BoundedSemaphore", "Lock", "Event", "WouldBlock",
            "SemaphoreStatistics", "LockStatistics", "EventStatistics"]
 
-#: In-process hand-offs in a row, after which a release goes through the
-#: shared count even with tasks of the loop queued, so that a process whose
-#: tasks keep the semaphore busy cannot starve waiters of other processes.
+#: How long a run of in-process hand-offs may last: a release after it
+#: goes through the shared count even with tasks of the loop queued, so
+#: that a process whose tasks keep the semaphore busy cannot starve
+#: waiters of other processes (or blocked threads).  A trip through the
+#: count costs the loop a wake-up and two system calls (about 5 us, a
+#: whole hand-off's time): bounded by time, it is paid about once a
+#: millisecond rather than every few hand-offs.
+HANDOFF_SPAN = 0.001
+
+#: How often a run's length is looked at: every HANDOFF_RUN-th hand-off
+#: reads the clock.
 HANDOFF_RUN = 16
 
 _try_acquire = _efd.Semaphore.acquire
@@ -95,6 +105,7 @@ def _rebuild(cls: Any, core: Any) -> Any:
     self._core = core
     self._ev = core._ev
     self._run = 0
+    self._since = 0.0
     self._rec = None
     return self
 
@@ -102,7 +113,8 @@ def _rebuild(cls: Any, core: Any) -> Any:
 class _Base:
     # _rec: the wait record of a loop this object's tasks queued on last
     # (a hint for efd._aio.arrive and hand_off; None when unknown).
-    __slots__ = ("_core", "_ev", "_run", "_rec", "__weakref__")
+    # _run, _since: the hand-offs in a row, and when the first was made.
+    __slots__ = ("_core", "_ev", "_run", "_since", "_rec", "__weakref__")
     _core: Any
 
     def __reduce__(self) -> Tuple[Any, Tuple[Any, ...]]:
@@ -201,6 +213,7 @@ class Semaphore(_Base):
         self._core = self._SYNC(value, backend=backend)
         self._ev = self._core._ev
         self._run = 0
+        self._since = 0.0
         self._rec = None
 
     # -- state ------------------------------------------------------------
@@ -317,12 +330,16 @@ class Semaphore(_Base):
         Raises:
             ValueError: The object is closed.
         """
-        if _aio._registry and self._run < HANDOFF_RUN:
+        run = self._run
+        if _aio._registry and (run % HANDOFF_RUN or run == 0 or
+                               _monotonic() - self._since < HANDOFF_SPAN):
             if self._ev.closed:
                 raise ValueError("I/O operation on closed %s"
                                  % type(self).__name__)
             if _aio.hand_off(self._ev, self._check_release, self._rec):
-                self._run += 1
+                if run == 0:
+                    self._since = _monotonic()
+                self._run = run + 1
                 return
         self._run = 0
         _core_release(self._core)
@@ -464,6 +481,7 @@ class Event(_Base):
         self._core = _SyncEvent(backend=backend)
         self._ev = self._core._ev
         self._run = 0
+        self._since = 0.0
         self._rec = None
 
     @property

@@ -21,6 +21,7 @@ import asyncio
 import os
 import multiprocessing
 import threading
+import time
 import warnings
 
 import pytest
@@ -285,6 +286,45 @@ def test_handoff_run_lets_the_count_see_a_unit(made, aio):
             efd.aio.HANDOFF_RUN)))
         assert order == list(range(efd.aio.HANDOFF_RUN)) * 3
         assert sem.value == 1
+    aio(main)
+
+
+def test_a_busy_loop_does_not_starve_another_loop(made, aio):
+    # Tasks of one loop hand the unit round in-process without end; a task
+    # of another loop (another thread here; another process alike) waits
+    # on the same count: a run of hand-offs lasts HANDOFF_SPAN, then a
+    # release goes through the count, and the other loop gets its turn.
+    async def main():
+        sem = made(efd.aio.Semaphore, 1)
+        stop = threading.Event()
+        got = []
+
+        def other_loop():
+            async def take():
+                await sem.acquire()
+                got.append(time.monotonic())
+                stop.set()
+                sem.release()
+            asyncio.run(take())
+
+        async def busy():
+            while not stop.is_set():
+                async with sem:
+                    await asyncio.sleep(0)
+        tasks = [asyncio.ensure_future(busy()) for _ in range(3)]
+        await asyncio.sleep(0.01)           # the run of hand-offs is on
+        start = time.monotonic()
+        thread = threading.Thread(target=other_loop)
+        thread.start()
+        while not stop.is_set() and time.monotonic() - start < PROMPT * 4:
+            await asyncio.sleep(0)
+        starved = not got
+        stop.set()                          # (ends the busy tasks)
+        await asyncio.gather(*tasks)
+        thread.join(PROMPT)
+        assert not starved, "the busy loop kept every unit for %.1f s" % (
+            time.monotonic() - start)
+        assert got and sem.value == 1
     aio(main)
 
 
