@@ -927,9 +927,9 @@ def handoff_case(cfg):
     impls.append(Impl("efd.aio.Semaphore", _handoff("aio", tasks), fixed_n=n,
                       available=no_aio,
                       note="a release hands the unit to the loop's queued "
-                           "task in-process (no syscall); one a %s s goes "
+                           "task in-process (no syscall); every %s-th goes "
                            "through the shared count" % getattr(
-                               getattr(efd, "aio", None), "HANDOFF_SPAN", "?")))
+                               getattr(efd, "aio", None), "HANDOFF_RUN", "?")))
     if uvloop is not None:
         impls.append(Impl("efd.aio.Semaphore on uvloop",
                           _handoff("aio", tasks, True), fixed_n=n,

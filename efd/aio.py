@@ -33,13 +33,11 @@ unit was handed to it passes the unit to the next task of its loop, or back
 to the count.
 
 Across processes the units are one count; FIFO order holds among the tasks
-of one loop, not between processes.  A run of in-process hand-offs is
-bounded (:data:`HANDOFF_SPAN` seconds, looked at every :data:`HANDOFF_RUN`
-hand-offs) so that waiters of other processes, and blocked threads, are
-not starved by a busy loop.
+of one loop, not between processes.  In-process hand-offs are bounded
+(:data:`HANDOFF_RUN` in a row) so that waiters of other processes are not
+starved by a busy loop.
 """
 import sys
-from time import monotonic as _monotonic
 from typing import Any, NamedTuple, Optional, Tuple, Type, TypeVar
 from types import TracebackType
 
@@ -52,17 +50,12 @@ from ._sync import WouldBlock
 __all__ = ["Semaphore", "BoundedSemaphore", "Lock", "Event", "WouldBlock",
            "SemaphoreStatistics", "LockStatistics", "EventStatistics"]
 
-#: How long a run of in-process hand-offs may last: a release after it
-#: goes through the shared count even with tasks of the loop queued, so
-#: that a process whose tasks keep the semaphore busy cannot starve
-#: waiters of other processes (or blocked threads).  A trip through the
-#: count costs the loop a wake-up and two system calls (about 5 us, a
-#: whole hand-off's time): bounded by time, it is paid about once a
-#: millisecond rather than every few hand-offs.
-HANDOFF_SPAN = 0.001
-
-#: How often a run's length is looked at: every HANDOFF_RUN-th hand-off
-#: reads the clock.
+#: In-process hand-offs in a row, after which a release goes through the
+#: shared count even with tasks of the loop queued, so that a process whose
+#: tasks keep the semaphore busy cannot starve waiters of other processes.
+#: (A bound in time instead -- one trip a millisecond -- was tried, and
+#: made other loops, threads and processes wait ten times longer: the
+#: busy loop's own reader takes most trips' unit back.)
 HANDOFF_RUN = 16
 
 _try_acquire = _efd.Semaphore.acquire
@@ -105,7 +98,6 @@ def _rebuild(cls: Any, core: Any) -> Any:
     self._core = core
     self._ev = core._ev
     self._run = 0
-    self._since = 0.0
     self._rec = None
     return self
 
@@ -113,8 +105,8 @@ def _rebuild(cls: Any, core: Any) -> Any:
 class _Base:
     # _rec: the wait record of a loop this object's tasks queued on last
     # (a hint for efd._aio.arrive and hand_off; None when unknown).
-    # _run, _since: the hand-offs in a row, and when the first was made.
-    __slots__ = ("_core", "_ev", "_run", "_since", "_rec", "__weakref__")
+    # _run: the in-process hand-offs in a row.
+    __slots__ = ("_core", "_ev", "_run", "_rec", "__weakref__")
     _core: Any
 
     def __reduce__(self) -> Tuple[Any, Tuple[Any, ...]]:
@@ -213,7 +205,6 @@ class Semaphore(_Base):
         self._core = self._SYNC(value, backend=backend)
         self._ev = self._core._ev
         self._run = 0
-        self._since = 0.0
         self._rec = None
 
     # -- state ------------------------------------------------------------
@@ -330,16 +321,12 @@ class Semaphore(_Base):
         Raises:
             ValueError: The object is closed.
         """
-        run = self._run
-        if _aio._registry and (run % HANDOFF_RUN or run == 0 or
-                               _monotonic() - self._since < HANDOFF_SPAN):
+        if _aio._registry and self._run < HANDOFF_RUN:
             if self._ev.closed:
                 raise ValueError("I/O operation on closed %s"
                                  % type(self).__name__)
             if _aio.hand_off(self._ev, self._check_release, self._rec):
-                if run == 0:
-                    self._since = _monotonic()
-                self._run = run + 1
+                self._run += 1
                 return
         self._run = 0
         _core_release(self._core)
@@ -453,6 +440,11 @@ class Lock(BoundedSemaphore):
             RuntimeError: The lock is not held ("Lock is not acquired.").
             ValueError: The object is closed.
         """
+        if _aio._registry and _aio.in_flight(self._ev):
+            # Handed to a queued task that has not run yet: the lock is
+            # released already (asyncio's Lock is unlocked until that task
+            # runs, and refuses a second release meanwhile).
+            raise RuntimeError("Lock is not acquired.")
         try:
             super().release()
         except ValueError as exc:
@@ -481,7 +473,6 @@ class Event(_Base):
         self._core = _SyncEvent(backend=backend)
         self._ev = self._core._ev
         self._run = 0
-        self._since = 0.0
         self._rec = None
 
     @property

@@ -328,6 +328,83 @@ def test_a_busy_loop_does_not_starve_another_loop(made, aio):
     aio(main)
 
 
+def test_lock_released_twice_while_handed_over(made, aio):
+    # A release hands the lock to the first queued task; a second release
+    # before that task runs is an over-release (asyncio.Lock: unlocked
+    # until then, RuntimeError) -- never a second holder.
+    async def main():
+        lock = made(efd.aio.Lock)
+        holders = []
+
+        async def waiter(i):
+            await lock.acquire()
+            holders.append(i)
+        await lock.acquire()
+        tasks = [asyncio.ensure_future(waiter(i)) for i in range(2)]
+        await asyncio.sleep(0.01)           # both queued
+        lock.release()                      # handed to waiter 0
+        with pytest.raises(RuntimeError, match="Lock is not acquired"):
+            lock.release()
+        await asyncio.sleep(0.01)
+        assert holders == [0]
+        lock.release()                      # waiter 0's, to waiter 1
+        await asyncio.sleep(0.01)
+        assert holders == [0, 1]
+        lock.release()
+        await asyncio.gather(*tasks)
+        assert not lock.locked()
+    aio(main)
+
+
+@pytest.mark.skipif(uvloop is None, reason="uvloop is not installed")
+def test_a_loop_moved_to_another_thread_is_not_taken_for_this_ones(made):
+    # A uvloop loop whose tasks queued while it ran in this thread, then run
+    # on in another: a release made here (no loop running) goes through the
+    # count, never straight into the other thread's futures; an acquire in
+    # a new loop here queues on its own loop's record.
+    sem = made(efd.aio.Semaphore, 0)
+    first = uvloop.new_event_loop()
+    errors = []
+    first.set_exception_handler(lambda loop, context: errors.append(context))
+    got = []
+
+    async def waiter(i):
+        await sem.acquire()
+        got.append(i)
+
+    async def queue_them():
+        for i in range(2):
+            first.create_task(waiter(i))
+        await asyncio.sleep(0.02)
+    first.run_until_complete(queue_them())
+    thread = threading.Thread(target=first.run_forever)
+    thread.start()
+    try:
+        time.sleep(0.05)
+        sem.release()                       # from this thread, no loop here
+        deadline = time.monotonic() + PROMPT
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert got == [0]
+
+        async def other():
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(sem.acquire(), 0.1)
+        second = asyncio.new_event_loop()
+        try:
+            second.run_until_complete(other())
+        finally:
+            second.close()
+        sem.release()                       # for waiter 1
+        while got != [0, 1] and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert got == [0, 1] and not errors
+    finally:
+        first.call_soon_threadsafe(first.stop)
+        thread.join(PROMPT)
+        first.close()
+
+
 # ---- trio's and anyio's promises, on asyncio, uvloop and trio --------------
 
 
