@@ -15,6 +15,7 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import threading
 import time
 import traceback
@@ -1527,6 +1528,192 @@ def event_case(cfg, what):
                     "and nobody asked for fileno().")
 
 
+# ---- idle cost (issue 19) ------------------------------------------------------
+
+# A child that makes its object, says so, and blocks on it with nothing ever
+# released; the parent counts the child's context switches meanwhile.
+_IDLE_CHILD = r"""
+import asyncio, os, sys, threading
+kind, backend, seconds = sys.argv[1], sys.argv[2] or None, float(sys.argv[3])
+if kind == "multiprocessing":
+    import multiprocessing
+    sem = multiprocessing.Semaphore(0)
+    wait = lambda: sem.acquire(timeout=seconds * 3)
+elif kind == "threading":
+    sem = threading.Semaphore(0)
+    wait = lambda: sem.acquire(timeout=seconds * 3)
+elif kind == "posix_ipc":
+    import posix_ipc
+    sem = posix_ipc.Semaphore(None, posix_ipc.O_CREX, initial_value=0)
+    def wait():
+        try:
+            sem.acquire(seconds * 3)
+        except posix_ipc.BusyError:
+            pass
+        sem.unlink()
+else:
+    import efd
+    if kind == "efd.Semaphore":
+        sem = efd.Semaphore(0, backend=backend)
+    else:
+        sem = efd.EventFD(0, semaphore=True, backend=backend)
+    if kind.endswith("async"):
+        async def main():
+            try:
+                await asyncio.wait_for(sem.acquire_async(), seconds * 3)
+            except asyncio.TimeoutError:
+                pass
+        wait = lambda: asyncio.run(main())
+    else:
+        wait = lambda: sem.acquire(timeout=seconds * 3)
+os.write(1, b"ready\n")
+wait()
+"""
+
+
+def _ctxt_switches(pid):
+    """Voluntary + involuntary context switches of every thread of `pid`."""
+    total = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                for line in f:
+                    if "ctxt_switches:" in line:    # voluntary, nonvoluntary
+                        total += int(line.split()[-1])
+        except OSError:
+            pass                            # a thread that just ended
+    return total
+
+
+def _idle(kind, backend, seconds):
+    """One waiter (a child process) blocked `seconds` on an object nobody
+    releases: its wake-ups per second.  The timed value is the idle window
+    itself; what matters is the 'wake-ups per second' column."""
+    def run(n):
+        child = subprocess.Popen(
+            [sys.executable, "-c", _IDLE_CHILD, kind, backend or "", str(seconds)],
+            stdout=subprocess.PIPE)
+        try:
+            if child.stdout.readline() != b"ready\n":
+                raise Skip("the waiter did not start")
+            time.sleep(0.2)                 # it is blocked by now
+            before = _ctxt_switches(child.pid)
+            t0 = now()
+            time.sleep(seconds)
+            after = _ctxt_switches(child.pid)
+            secs = now() - t0
+        finally:
+            child.kill()
+            child.wait()
+        return secs, {"wakeups/s": (after - before) / secs}
+    return run
+
+
+def idle_case(cfg):
+    seconds = cfg.idle_seconds
+    impls = []
+    for kind, backend, label in (
+            ("efd.Semaphore", None, "efd.Semaphore() acquire() (futex)"),
+            ("EventFD", "eventfd", "efd EventFD [eventfd] acquire()"),
+            ("EventFD", "eventfd-readback", "efd EventFD [eventfd-readback] acquire()"),
+            ("EventFD", "pipe", "efd EventFD [pipe] acquire()"),
+            ("efd.Semaphore async", None, "efd.Semaphore() acquire_async() (futex)"),
+            ("EventFD async", "eventfd", "efd EventFD [eventfd] acquire_async()")):
+        impls.append(Impl(label, _idle(kind, backend, seconds), fixed_n=1,
+                          available=_efd_available(backend or "futex")))
+    impls += [
+        Impl("multiprocessing.Semaphore acquire()",
+             _idle("multiprocessing", None, seconds), fixed_n=1),
+        Impl("threading.Semaphore acquire()", _idle("threading", None, seconds),
+             fixed_n=1),
+        Impl("posix_ipc.Semaphore acquire()", _idle("posix_ipc", None, seconds),
+             fixed_n=1, available=_missing_posix_ipc()),
+    ]
+    return Case("idle-cost", "one waiter blocked %g s, nothing released: "
+                "its wake-ups" % seconds, "idle window", impls,
+                "efd.Semaphore() acquire() (futex)",
+                doc="Issue 19's idle cost: context switches of the waiting "
+                    "process per second while nothing changes (a timed "
+                    "acquire with a deadline far beyond the window).  The "
+                    "goal is 0; efd's waiters look at the count every 100 ms "
+                    "in case a wake-up was owed by a process that died.",
+                columns=(("wakeups/s", "wake-ups per second", "%.1f"),))
+
+
+# ---- killed holders (issue 22) ------------------------------------------------
+
+def _killed_holders(make, workers, killed, limit):
+    """`workers` processes loop `with sem:` (holding 1 ms) on a bounded
+    semaphore of `limit` units; `killed` of them are SIGKILLed at random
+    instants (some inside the block); the others stop.  The units left are
+    counted 0.5 s after the last kill.  The timed value is the run; what
+    matters is 'units lost' and 'recovered'."""
+    def run(n):
+        import random
+        sem = make(limit)
+        rng = random.Random()
+        pids = []
+        for _ in range(workers):
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    # SIGTERM: leave the block as an exception would.
+                    signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+                    while True:
+                        with sem:
+                            time.sleep(0.001)
+                finally:
+                    os._exit(0)
+            pids.append(pid)
+        t0 = now()
+        time.sleep(0.05)
+        victims = rng.sample(pids, killed)
+        for pid in victims:
+            time.sleep(rng.uniform(0.005, 0.03))
+            os.kill(pid, signal.SIGKILL)
+        for pid in pids:
+            if pid not in victims:
+                os.kill(pid, signal.SIGTERM)   # leaves its block cleanly
+        for pid in pids:
+            os.waitpid(pid, 0)
+        time.sleep(0.5)                     # recovery, if there is any
+        left = 0
+        while left < limit and sem.acquire(False):
+            left += 1
+        secs = now() - t0
+        for _ in range(left):
+            sem.release()
+        close = getattr(sem, "close", None)
+        if close is not None:
+            close()
+        return secs, {"units lost": limit - left}
+    return run
+
+
+def killed_holders_case(cfg):
+    workers, killed, limit = 12, 6, 4
+    impls = []
+    for backend in ("futex", "pipe", "eventfd"):
+        impls.append(Impl(
+            "efd.BoundedSemaphore [%s]" % backend,
+            _killed_holders(functools.partial(efd.BoundedSemaphore,
+                                              backend=backend),
+                            workers, killed, limit),
+            fixed_n=1, available=_efd_available(backend)))
+    impls.append(Impl("multiprocessing.BoundedSemaphore",
+                      _killed_holders(FORK.BoundedSemaphore, workers, killed,
+                                      limit), fixed_n=1))
+    return Case("killed-holders", "%d processes looping `with sem:` on a "
+                "BoundedSemaphore(%d), %d SIGKILLed" % (workers, limit, killed),
+                "run", impls, "efd.BoundedSemaphore [futex]",
+                doc="Issue 22's scenario (a pre-fork server whose workers are "
+                    "killed while they hold the shared limit): how many of "
+                    "the %d units are gone for good.  Today no alternative "
+                    "gives a dead holder's unit back; the goal is 0 lost."
+                    % limit,
+                columns=(("units lost", "units lost (of %d)" % limit, "%.0f"),))
+
+
 def all_cases(cfg):
     """Every case, in report order, as (key, builder)."""
     return [
@@ -1545,4 +1732,6 @@ def all_cases(cfg):
         ("event-is-set", lambda: event_case(cfg, "is_set")),
         ("event-set-clear", lambda: event_case(cfg, "set_clear")),
         ("handoff-curve", lambda: handoff_curve_case(cfg)),
+        ("idle-cost", lambda: idle_case(cfg)),
+        ("killed-holders", lambda: killed_holders_case(cfg)),
     ]

@@ -80,13 +80,16 @@ class Case:
     alternatives that answer it.  ``ref`` names the row ratios are taken
     against (an efd row)."""
 
-    def __init__(self, key, title, unit, impls, ref, doc=""):
+    def __init__(self, key, title, unit, impls, ref, doc="", columns=()):
         self.key = key
         self.title = title
         self.unit = unit            # what one operation is, for the table
         self.impls = impls
         self.ref = ref
         self.doc = doc
+        # Cases whose answer is not a time: (extra's key, header, format)
+        # of each column the table shows instead of time and ratio.
+        self.columns = columns
 
     def impl(self, name):
         for im in self.impls:

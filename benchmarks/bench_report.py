@@ -138,6 +138,9 @@ def markdown(cases, checks, syscalls, cfg, meta, probe, elapsed):
         w("### `%s`: %s\n" % (case.key, case.title))
         if case.doc:
             w(case.doc + "\n")
+        if case.columns:
+            _columns_markdown(case, w)
+            continue
         threads = _has_extra(case, "threads")
         head = "| alternative | median per %s | ratio to efd |" % case.unit
         rule = "|---|---:|---:|"
@@ -171,6 +174,22 @@ def markdown(cases, checks, syscalls, cfg, meta, probe, elapsed):
     return "\n".join(out)
 
 
+def _columns_markdown(case, w):
+    """A case whose answer is not a time: its columns, medians over rounds."""
+    w("| alternative | %s | note |" % " | ".join(h for _, h, _ in case.columns))
+    w("|---|%s---|" % ("---:|" * len(case.columns)))
+    for im in case.impls:
+        if not im.ok or not im.samples:
+            cells = [im.status() or "no samples"] + ["-"] * (len(case.columns) - 1)
+        else:
+            cells = []
+            for key, _, fmt in case.columns:
+                v = im.extra_median(key)
+                cells.append("-" if v is None else fmt % v)
+        w("| %s | %s | %s |" % (im.name, " | ".join(cells), im.note))
+    w("")
+
+
 def console_summary(cases):
     lines = []
     for case in cases:
@@ -187,6 +206,17 @@ def console_summary(cases):
                     lines.append("    %-30s %s" % (alt.name, " ".join(
                         "%10s" % ("-" if p is None or not p.samples
                                   else fmt_time(p.median())) for p in pts)))
+            continue
+        if case.columns:
+            lines.append("%s: %s" % (case.key, case.title))
+            for im in case.impls:
+                if not im.ok or not im.samples:
+                    lines.append("    %-52s %s" % (im.name, im.status() or "no samples"))
+                    continue
+                lines.append("    %-52s %s" % (im.name, "  ".join(
+                    "%s %s" % (h, "-" if im.extra_median(k) is None
+                               else f % im.extra_median(k))
+                    for k, h, f in case.columns)))
             continue
         lines.append("%s: %s (ratio = alternative / efd, >1: efd faster)"
                      % (case.key, case.title))
@@ -247,7 +277,8 @@ def plot(cases, path, meta):
     except ImportError:
         return None
     panels = [c for c in cases if any(im.samples for im in c.impls)
-              and not getattr(c, "curve", False)]
+              and not getattr(c, "curve", False)
+              and not c.columns]            # not times: in results.md only
     curves = [(c, kind, what) for c in cases if getattr(c, "curve", False)
               for kind in c.kinds for what in ("wall", "cpu")
               if any(p.samples for (_, k, _), p in c.points.items() if k == kind)]

@@ -47,6 +47,8 @@ class Config:
         # sample, most hand-offs in one sample)
         self.handoff_ns = (1, 16, 64) if quick else (1, 4, 16, 64, 256, 1000)
         self.handoff_target = 0.01 if quick else 0.03
+        # issue 19: how long a waiter sits idle per sample
+        self.idle_seconds = 0.5 if quick else 1.0
         self.handoff_max = 2000
         self.floor = None
         self.floor_error = None
@@ -312,7 +314,29 @@ def checks(cases, syscalls):
         out.append(Check(4, what, t, "==", 0, skip=None if t is not None else
                          (im.status() or "no samples"),
                          shown=None if t is None else "%d" % t))
+    out += _value_check(cases, 19, "idle-cost", "efd.Semaphore() acquire() (futex)",
+                        "wakeups/s", "wake-ups per second of an idle waiter, "
+                        "efd.Semaphore (futex)")
+    out += _value_check(cases, 19, "idle-cost", "efd.Semaphore() acquire_async() (futex)",
+                        "wakeups/s", "wake-ups per second of an idle loop, "
+                        "efd.Semaphore acquire_async() (futex)")
+    out += _value_check(cases, 22, "killed-holders", "efd.BoundedSemaphore [futex]",
+                        "units lost", "units lost when holders are killed, "
+                        "efd.BoundedSemaphore (futex)")
     return out + handoff_checks(cases)
+
+
+def _value_check(cases, issue, key, alt, extra, what):
+    """A check that an extra's median is 0 (a case whose answer is not a
+    time)."""
+    case = cases.get(key)
+    if case is None:
+        return [Check(issue, what, None, "==", 0, skip="case %s not run" % key)]
+    im = case.impl(alt)
+    v = im.extra_median(extra) if im.ok else None
+    return [Check(issue, what, v, "==", 0,
+                  skip=None if v is not None else (im.status() or "no samples"),
+                  shown=None if v is None else "%g" % v)]
 
 
 def parse_args(argv):
