@@ -1069,7 +1069,7 @@ def in_flight(ev: "EventFD") -> bool:
     Args:
         ev: The object.
     """
-    if not _registry:
+    if not _registry or not ev._aio_records:
         return False
     return any(record.served for record in _records_of(ev))
 
