@@ -25,8 +25,10 @@ Not run, each for its reason (``SKIPPED``):
   under trio, efd's unit goes to the shared count and the waiter counts as
   waiting until it takes it (docs/asyncio.rst, "value").
 
-Where the sdist cannot be fetched (no index reachable) the tests skip,
-saying so; CI fetches it (.ci/run) and runs them.
+The fetch belongs to the full run (``pytest --full``, as CI runs it); the
+default run uses what an earlier full run fetched, and skips, saying so,
+where nothing was.  Where the sdist cannot be fetched (no index reachable)
+the tests skip, saying so.
 """
 import fcntl
 import os
@@ -40,6 +42,7 @@ import pytest
 import efd.aio
 
 from _ported import PortedSemaphore
+import conftest
 from conftest import backend_unavailable
 
 anyio = pytest.importorskip("anyio")
@@ -73,12 +76,18 @@ def _cache_dir():
     return os.path.join(base, "efd-tests")
 
 
-def fetch_anyio_tests(version):
+def fetch_anyio_tests(version, fetch=True):
     """The path of anyio ``version``'s test_synchronization.py, fetched from
-    its sdist into the cache if it is not there; raises OSError saying why
-    it could not be.  Safe to call from several processes at once."""
+    its sdist into the cache if it is not there (and ``fetch``); raises
+    OSError saying why it could not be.  Safe to call from several
+    processes at once."""
     where = os.path.join(_cache_dir(), "anyio-%s" % version)
     path = os.path.join(where, "test_synchronization.py")
+    if not fetch:
+        if os.path.exists(path):
+            return path
+        raise OSError("not fetched in the default run (pytest --full "
+                      "fetches anyio's sdist with pip download, once)")
     os.makedirs(where, exist_ok=True)
     with open(os.path.join(where, ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -111,7 +120,10 @@ def _load():
         if _dist_version is None:
             return None, "no importlib.metadata to read anyio's version"
         try:
-            path = fetch_anyio_tests(_dist_version("anyio"))
+            # The fetch (a pip download) is the full run's; the default run
+            # uses what an earlier full run fetched.
+            path = fetch_anyio_tests(_dist_version("anyio"),
+                                     fetch=conftest.FULL)
         except (OSError, subprocess.SubprocessError) as exc:
             return None, "anyio's tests could not be fetched: %s" % exc
     with open(path, encoding="utf-8") as f:
