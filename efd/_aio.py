@@ -78,7 +78,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from . import EventFD
 
 __all__ = ["check_timeout", "begin_close", "end_close", "notify_watchers",
-           "family", "hand_off", "local_record", "loop_running",
+           "family", "hand_off", "loop_running", "record_for",
            "queued_anywhere", "waiting",
            "queued", "wait", "CLOSE_WAIT"]
 
@@ -351,9 +351,9 @@ class _Waiters:
     loop.
     """
 
-    __slots__ = ("ev", "loop", "thread", "tid_attr", "fd", "key", "consumers", "watchers",
-                 "served", "reading", "exclusive", "recheck", "poller",
-                 "plain_only", "paused", "stale_runs")
+    __slots__ = ("ev", "loop", "thread", "tid_attr", "fd", "key",
+                 "consumers", "watchers", "served", "reading", "exclusive",
+                 "recheck", "poller", "plain_only", "paused", "stale_runs")
 
     def __init__(self, ev: "EventFD", loop: asyncio.AbstractEventLoop) -> None:
         self.ev = ev
@@ -692,7 +692,6 @@ class _Waiters:
                 self.served -= 1
             self.discard(fut)
 
-
     async def take(self) -> Any:
         """``wait(None, True)`` -- a consumer without a deadline, every
         contended ``acquire()`` -- in the fewest steps: a served future was
@@ -936,11 +935,6 @@ def record_for(ev: "EventFD") -> Any:
         ValueError: ``ev`` is closed.
         RuntimeError: No supported async library runs the task.
     """
-    return _record_for(ev)
-
-
-def _record_for(ev: "EventFD") -> Any:
-    # The running task's record for `ev`, published if new.
     if _registry:
         key = _running_key()
         if key is not None:
@@ -969,23 +963,6 @@ def _record_for(ev: "EventFD") -> Any:
                        "under asyncio, uvloop, trio and anyio" % library)
 
 
-def local_record(ev: "EventFD") -> Optional["_Waiters"]:
-    """The asyncio record of the running loop (in this thread) for ``ev``,
-    or None: under trio, outside any loop, or with nobody of this loop
-    waiting or served.
-
-    Args:
-        ev: The object.
-    """
-    if not _registry:
-        return None
-    loop = _get_running_loop()
-    if loop is None:
-        return None
-    record = _registry.get((ev, loop))
-    return record if isinstance(record, _Waiters) else None
-
-
 def hand_off(ev: "EventFD", check: Any = None, hint: Any = None) -> bool:
     """Give one unit that the caller holds straight to the first task of
     the running loop queued for ``ev`` (asyncio), without crossing the
@@ -1011,7 +988,7 @@ def hand_off(ev: "EventFD", check: Any = None, hint: Any = None) -> bool:
         True if a queued task of the running loop got the unit; False if
         there is none (the caller releases into the count).
     """
-    # local_record(), inlined: this runs on every release.
+    # The running loop's record: the hint, else the registry's.
     if hint is not None and hint.thread is not None and hint.consumers \
             and _hinted(hint):
         record = hint
@@ -1119,7 +1096,7 @@ async def wait(ev: "EventFD", timeout: Optional[float], consume: bool) -> Any:
         NotImplementedError: The loop cannot watch file descriptors.
         RuntimeError: No supported async library runs the task.
     """
-    record = _record_for(ev)
+    record = record_for(ev)
     return await record.wait(timeout, consume)
 
 

@@ -104,7 +104,8 @@ def _rebuild(cls: Any, core: Any) -> Any:
 
 class _Base:
     # _rec: the wait record of a loop this object's tasks queued on last
-    # (a hint for efd._aio.arrive and hand_off; None when unknown).
+    # (a hint for efd._aio.arrive and hand_off), while it is busy; None
+    # otherwise, so that no idle record, and no closed loop, is kept.
     # _run: the in-process hand-offs in a row.
     __slots__ = ("_core", "_ev", "_run", "_rec", "__weakref__")
     _core: Any
@@ -301,7 +302,11 @@ class Semaphore(_Base):
             raise ValueError("I/O operation on closed %s"
                              % type(self).__name__)
         self._rec = queue
-        await queue.take()
+        try:
+            await queue.take()
+        finally:
+            if not (queue.consumers or queue.served):
+                self._rec = None    # settled: keep no idle record (loop)
         return True
 
     # -- giving -----------------------------------------------------------
@@ -349,7 +354,11 @@ class Semaphore(_Base):
             raise ValueError("I/O operation on closed %s"
                              % type(self).__name__)
         self._rec = queue
-        await queue.take()
+        try:
+            await queue.take()
+        finally:
+            if not (queue.consumers or queue.served):
+                self._rec = None    # settled: keep no idle record (loop)
 
     async def __aexit__(self, exc_type: Optional[Type[BaseException]],
                         exc: Optional[BaseException],

@@ -449,8 +449,8 @@ beacon_op(int fd, int cmd, short type, uint32_t byte)
 }
 
 /* Make this process's beacon for the object: 0, or an errno (then the
- * word falls back to thread numbers, and `beacon_fd` says -2: no retry,
- * an open() per lock, in this process). */
+ * word falls back to thread numbers, and `beacon_fd` says -2: this
+ * process does not try again -- a retry would cost an open() per lock). */
 static int
 beacon_make(efd_impl *impl)
 {
@@ -556,8 +556,9 @@ static inline void
 beacon_check_inherited(void)
 {
     uint64_t e = atomic_load_explicit(&beacons_epoch, memory_order_acquire);
-    if (e != 0 && e != beacon_epoch())
-        beacon_forsake_inherited(beacon_epoch());
+    uint64_t now;
+    if (e != 0 && e != (now = beacon_epoch()))
+        beacon_forsake_inherited(now);
 }
 #else
 static void beacon_drop(efd_impl *impl) { (void)impl; }

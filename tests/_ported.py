@@ -6,8 +6,30 @@ max_value=None)``; efd.aio spells asyncio's, whose bound is the initial
 value.  Only names differ, and one reading of ``value`` (below); every
 behaviour a test checks is efd's own.
 """
+import re
+
 import efd
 import efd.aio
+
+
+def load_suite(path, label, rewrites, wanted):
+    """A library's own test module, loaded from ``path`` as it is but for
+    ``rewrites`` ((pattern, replacement) pairs for its relative imports):
+    (its namespace, "") or (None, why it cannot run here).  ``label``
+    names it in the reasons; ``wanted`` are names it must define."""
+    with open(path, encoding="utf-8") as f:
+        source = f.read()
+    for pattern, replacement in rewrites:
+        source = re.sub(pattern, replacement, source, flags=re.M)
+    namespace = {"__name__": "ported_" + re.sub(r"\W", "_", label)}
+    try:
+        exec(compile(source, path, "exec"), namespace)
+    except Exception as exc:        # written for another version or Python
+        return None, "%s does not load here: %r" % (label, exc)
+    missing = [n for n in wanted if n not in namespace]
+    if missing:
+        return None, "%s has no %s" % (label, ", ".join(missing))
+    return namespace, ""
 
 
 class PortedSemaphore:

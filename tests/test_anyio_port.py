@@ -32,25 +32,21 @@ the tests skip, saying so.
 """
 import fcntl
 import os
-import re
 import subprocess
 import sys
 import tarfile
+from importlib.metadata import version as _dist_version
 
 import pytest
 
 import efd.aio
 
-from _ported import PortedSemaphore
+from _ported import PortedSemaphore, load_suite
 import conftest
 from conftest import backend_unavailable
 
 anyio = pytest.importorskip("anyio")
 
-try:
-    from importlib.metadata import version as _dist_version
-except ImportError:                     # Python 3.7 has no importlib.metadata
-    _dist_version = None
 
 CLASSES = ("TestEvent", "TestSemaphore")
 NOT_RUN = {
@@ -117,8 +113,6 @@ def fetch_anyio_tests(version, fetch=True):
 def _load():
     path = os.environ.get("EFD_ANYIO_TESTS")
     if not path:
-        if _dist_version is None:
-            return None, "no importlib.metadata to read anyio's version"
         try:
             # The fetch (a pip download) is the full run's; the default run
             # uses what an earlier full run fetched.
@@ -126,26 +120,14 @@ def _load():
                                      fetch=conftest.FULL)
         except (OSError, subprocess.SubprocessError) as exc:
             return None, "anyio's tests could not be fetched: %s" % exc
-    with open(path, encoding="utf-8") as f:
-        source = f.read()
     # Its one relative import: the backends anyio's conftest parametrizes
     # asyncio-only tests with; this module chooses the backends itself.
-    source = re.sub(r"^from \.conftest import .*$", "asyncio_params = []",
-                    source, flags=re.M)
-    namespace = {"__name__": "anyio_test_synchronization"}
-    try:
-        exec(compile(source, path, "exec"), namespace)
-    except Exception as exc:            # an anyio for a newer Python
-        return None, "anyio's test_synchronization.py does not load: %r" % (
-            exc,)
-    missing = [c for c in CLASSES if c not in namespace]
-    if missing:
-        return None, "anyio's test_synchronization.py has no %s" % (
-            ", ".join(missing))
-    return namespace, ""
+    return load_suite(path, "anyio's test_synchronization.py",
+                      [(r"^from \.conftest import .*$", "asyncio_params = []")],
+                      CLASSES)
 
 
-ANYIO_TESTS, WHY_NOT = _load() if anyio else (None, "")
+ANYIO_TESTS, WHY_NOT = _load()
 
 
 def _cases():

@@ -33,14 +33,13 @@ Where the installed trio does not ship this file (or an older one whose
 module does not load on this Python), the tests skip, saying so.
 """
 import os
-import re
 
 import pytest
 
 import efd
 import efd.aio
 
-from _ported import PortedSemaphore
+from _ported import PortedSemaphore, load_suite
 from conftest import backend_unavailable
 
 trio = pytest.importorskip("trio")
@@ -56,23 +55,12 @@ def _load_trio_tests():
     if not os.path.exists(path):
         return None, "trio %s does not ship _tests/test_sync.py" % (
             trio.__version__)
-    with open(path, encoding="utf-8") as f:
-        source = f.read()
     # Its relative imports name trio's own modules.
-    source = re.sub(r"^from \.\. import ", "from trio import ", source,
-                    flags=re.M)
-    source = re.sub(r"^from \.\.(\w)", r"from trio.\1", source, flags=re.M)
-    namespace = {"__name__": "trio_test_sync"}
-    try:
-        exec(compile(source, path, "exec"), namespace)
-    except Exception as exc:            # an older trio, an older Python
-        return None, "trio %s's test_sync.py does not load here: %r" % (
-            trio.__version__, exc)
-    missing = [n for n in WANTED + GENERIC if n not in namespace]
-    if missing:
-        return None, "trio %s's test_sync.py has no %s" % (
-            trio.__version__, ", ".join(missing))
-    return namespace, ""
+    return load_suite(
+        path, "trio %s's test_sync.py" % trio.__version__,
+        [(r"^from \.\. import ", "from trio import "),
+         (r"^from \.\.(\w)", r"from trio.\1")],
+        WANTED + GENERIC)
 
 
 TRIO_TESTS, WHY_NOT = _load_trio_tests()
