@@ -223,8 +223,12 @@ def _forget_in_child() -> None:
     # parent's epoll instances and a remove_reader() here would remove the
     # parent's registration.
     global _lock
-    for ev, _loop in _registry:
+    for (ev, _loop), record in _registry.items():
         ev._aio_records = 0
+        if type(record) is _Waiters:
+            # Never a hint again (arrive(), hand_off()): its loop is the
+            # parent's, though its thread number may be this child's.
+            record.thread = None
     _registry.clear()
     _closing.clear()
     _lock = threading.Lock()

@@ -405,6 +405,42 @@ def test_a_loop_moved_to_another_thread_is_not_taken_for_this_ones(made):
         first.close()
 
 
+def test_a_fork_child_never_hands_to_its_parents_tasks(backend, run_py):
+    # Forked while tasks of the parent's loop are queued: the child's copy
+    # of those queues is the parent's past, not its own.  A release the
+    # child makes in a loop of its own goes through the shared count, and
+    # the parent's first queued task gets it.
+    if backend_unavailable(backend, semaphore=True):
+        pytest.skip(backend_unavailable(backend, semaphore=True))
+    out = run_py("""
+        import asyncio, os, efd.aio
+        async def main():
+            sem = efd.aio.Semaphore(1, backend=%(backend)r)
+            other = efd.aio.Semaphore(0, backend=%(backend)r)
+            await sem.acquire()
+            tasks = [asyncio.ensure_future(sem.acquire()) for _ in range(2)]
+            await asyncio.sleep(0.01)           # both queued
+            pid = os.fork()
+            if pid == 0:
+                async def child():
+                    waiting = asyncio.ensure_future(other.acquire())
+                    await asyncio.sleep(0.01)   # a record of its own
+                    sem.release()
+                    other.release()
+                    await waiting
+                asyncio.run(child())
+                os._exit(0)
+            assert os.waitpid(pid, 0)[1] == 0
+            done, _ = await asyncio.wait(tasks, timeout=%(limit)r,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            print("parent's tasks served:", len(done))
+            for t in tasks:
+                t.cancel()
+        asyncio.run(main())
+    """ % {"backend": backend, "limit": PROMPT})
+    assert "parent's tasks served: 1" in out.stdout
+
+
 # ---- trio's and anyio's promises, on asyncio, uvloop and trio --------------
 
 
