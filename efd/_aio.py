@@ -696,28 +696,39 @@ class _Waiters:
                 self.served -= 1
             self.discard(fut)
 
-    async def take(self) -> Any:
-        """``wait(None, True)`` -- a consumer without a deadline, every
-        contended ``acquire()`` -- in the fewest steps: a served future was
-        taken off the queue by whoever served it, so the normal way out
-        only settles the books."""
+    # A consumer without a deadline -- every contended acquire() -- in the
+    # fewest steps, as three plain calls around the caller's own ``await``
+    # (efd.aio's acquire(): no coroutine of ours in between): a served
+    # future was taken off the queue by whoever served it, so the normal
+    # way out only settles the books.
+
+    def enqueue(self) -> "asyncio.Future[Any]":
+        """Queue a consumer: the future a release or the reader resolves
+        with its unit.  Await it, then call :meth:`resumed`; if the await
+        raises, call :meth:`abandon`."""
         fut = self.loop.create_future()
         self.consumers.append(fut)
-        try:
-            if not self.reading or self.watchers:
+        if not self.reading or self.watchers:
+            try:
                 self.watch()
-            value = await fut
-        except BaseException:
-            if _served(fut):
-                # Served, but cancelled before it could resume: pass it on.
-                self.give_back(fut.result())
-                self.served -= 1
-            self.discard(fut)
-            raise
+            except BaseException:
+                self.discard(fut)
+                raise
+        return fut
+
+    def resumed(self) -> None:
+        """The consumer resumed with its unit: settle the books."""
         self.served -= 1
         if not self.consumers and not self.watchers:
             self.settle()
-        return value
+
+    def abandon(self, fut: "asyncio.Future[Any]") -> None:
+        """The consumer leaves without resuming (cancelled, failed): a unit
+        served to it meanwhile goes on (:meth:`give_back`)."""
+        if _served(fut):
+            self.give_back(fut.result())
+            self.served -= 1
+        self.discard(fut)
 
 
 class _TrioWaiters:
@@ -899,7 +910,7 @@ def _hinted(hint: Any) -> bool:
     # loops (uvloop) may have moved to another thread since the record was
     # made, and still run there: for them, ask.
     if hint.tid_attr:
-        return getattr(hint.loop, "_thread_id", None) == _get_ident()
+        return hint.loop._thread_id == _get_ident()
     return _get_running_loop() is hint.loop
 
 
@@ -993,8 +1004,8 @@ def hand_off(ev: "EventFD", check: Any = None, hint: Any = None) -> bool:
         there is none (the caller releases into the count).
     """
     # The running loop's record: the hint, else the registry's.
-    if hint is not None and hint.thread is not None and hint.consumers \
-            and _hinted(hint):
+    if (hint is not None and hint.thread is not None and hint.consumers
+            and _hinted(hint)):
         record = hint
     else:
         record = (_registry.get((ev, _get_running_loop())) if _registry

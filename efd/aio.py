@@ -34,8 +34,8 @@ to the count.
 
 Across processes the units are one count; FIFO order holds among the tasks
 of one loop, not between processes.  In-process hand-offs are bounded
-(:data:`HANDOFF_RUN` in a row) so that waiters of other processes are not
-starved by a busy loop.
+(:data:`HANDOFF_RUN` in a row, while anyone else may wait) so that waiters
+of other processes, threads and loops are not starved by a busy loop.
 """
 import sys
 from typing import Any, NamedTuple, Optional, Tuple, Type, TypeVar
@@ -52,15 +52,21 @@ __all__ = ["Semaphore", "BoundedSemaphore", "Lock", "Event", "WouldBlock",
 
 #: In-process hand-offs in a row, after which a release goes through the
 #: shared count even with tasks of the loop queued, so that a process whose
-#: tasks keep the semaphore busy cannot starve waiters of other processes.
-#: (A bound in time instead -- one trip a millisecond -- was tried, and
-#: made other loops, threads and processes wait ten times longer: the
-#: busy loop's own reader takes most trips' unit back.)
+#: tasks keep the semaphore busy cannot starve waiters of other processes,
+#: threads and loops -- unless none of them can exist: the object was never
+#: handed to another process (no fork since it was made, no pickle or
+#: handle, not inheritable) and no thread or other loop of this process
+#: waits on it.  (A bound in time instead -- one trip a millisecond -- was
+#: tried, and made other loops, threads and processes wait ten times
+#: longer: the busy loop's own reader takes most trips' unit back.)
 HANDOFF_RUN = 16
 
 _try_acquire = _efd.Semaphore.acquire
 _core_release = _efd.Semaphore.release
 _is_set = _efd.Event.is_set
+_hinted = _aio._hinted
+_anyio_runs_task = _aio._anyio_runs_task
+_Waiters = _aio._Waiters
 
 _T = TypeVar("_T")
 
@@ -287,26 +293,54 @@ class Semaphore(_Base):
             RuntimeError: No supported async library runs the task.
         """
         ev = self._ev
-        fam, queue = _aio.arrive(ev, self._rec)
-        if fam.checkpoints:
-            await fam.checkpoint_if_cancelled()
-            fam, queue = _aio.arrive(ev)    # others may have come meanwhile
-        if queue is None:
-            if _try_acquire(self._core, False):
-                self._rec = None
-                if fam.checkpoints:
-                    await fam.cancel_shielded_checkpoint()
+        rec = self._rec
+        if (rec is None or rec.thread is None
+                or not (rec.consumers or rec.served) or not _hinted(rec)
+                or ("anyio._backends._asyncio" in sys.modules
+                    and _anyio_runs_task())):
+            # Not the record of a busy loop running here (an asyncio record
+            # whose tasks are queued or served: arrive()'s answer, which
+            # this asks in fewer steps), or anyio runs the task (it
+            # checkpoints first): the questions in full.
+            fam, rec = _aio.arrive(ev, rec)
+            if fam.checkpoints:
+                await fam.checkpoint_if_cancelled()
+                fam, rec = _aio.arrive(ev)  # others may have come meanwhile
+            if rec is None:
+                if _try_acquire(self._core, False):
+                    self._rec = None
+                    if fam.checkpoints:
+                        await fam.cancel_shielded_checkpoint()
+                    return True
+                rec = _aio.record_for(ev)
+            if type(rec) is not _Waiters:   # trio's: never a hint
+                await rec.take()
                 return True
-            queue = _aio.record_for(ev)
-        elif ev.closed:
+        # Queue behind the tasks of this loop (asyncio, uvloop).
+        if ev.closed:
             raise ValueError("I/O operation on closed %s"
                              % type(self).__name__)
-        self._rec = queue
+        # The record's enqueue() and resumed(), inlined: this is the path of
+        # every acquisition in a busy loop, and the two calls cost 3% of a
+        # hand-off (benchmarks: async-handoff).
+        self._rec = rec
+        fut = rec.loop.create_future()
+        rec.consumers.append(fut)
         try:
-            await queue.take()
-        finally:
-            if not (queue.consumers or queue.served):
+            if not rec.reading or rec.watchers:
+                rec.watch()
+            await fut
+        except BaseException:
+            rec.abandon(fut)
+            if not (rec.consumers or rec.served):
                 self._rec = None    # settled: keep no idle record (loop)
+            raise
+        rec.served -= 1
+        if not rec.consumers:
+            if not rec.watchers:
+                rec.settle()
+            if not rec.served:
+                self._rec = None
         return True
 
     # -- giving -----------------------------------------------------------
@@ -326,39 +360,23 @@ class Semaphore(_Base):
         Raises:
             ValueError: The object is closed.
         """
-        if _aio._registry and self._run < HANDOFF_RUN:
-            if self._ev.closed:
-                raise ValueError("I/O operation on closed %s"
-                                 % type(self).__name__)
-            if _aio.hand_off(self._ev, self._check_release, self._rec):
-                self._run += 1
-                return
+        ev = self._ev
+        if ev._aio_records:             # tasks of some loop wait on it
+            run = self._run
+            if run >= HANDOFF_RUN and ev._alone():
+                run = 0         # nobody else could be let in: a new run
+            if run < HANDOFF_RUN:
+                if ev.closed:
+                    raise ValueError("I/O operation on closed %s"
+                                     % type(self).__name__)
+                if _aio.hand_off(ev, self._check_release, self._rec):
+                    self._run = run + 1
+                    return
         self._run = 0
         _core_release(self._core)
 
     async def __aenter__(self) -> None:
-        # acquire()'s body, inlined: one coroutine less per block.
-        ev = self._ev
-        fam, queue = _aio.arrive(ev, self._rec)
-        if fam.checkpoints:
-            await fam.checkpoint_if_cancelled()
-            fam, queue = _aio.arrive(ev)    # others may have come meanwhile
-        if queue is None:
-            if _try_acquire(self._core, False):
-                self._rec = None
-                if fam.checkpoints:
-                    await fam.cancel_shielded_checkpoint()
-                return
-            queue = _aio.record_for(ev)
-        elif ev.closed:
-            raise ValueError("I/O operation on closed %s"
-                             % type(self).__name__)
-        self._rec = queue
-        try:
-            await queue.take()
-        finally:
-            if not (queue.consumers or queue.served):
-                self._rec = None    # settled: keep no idle record (loop)
+        await self.acquire()
 
     async def __aexit__(self, exc_type: Optional[Type[BaseException]],
                         exc: Optional[BaseException],

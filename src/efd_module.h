@@ -92,6 +92,14 @@ typedef struct {
      * a non-blocking acquire of a drop-in asks _aio whether a unit is
      * meant for them only while this is above zero. */
     int aio_records;
+    /* Whether a process other than this one may hold the object and so
+     * take its units: its descriptors were adopted, made inheritable, or
+     * handed out for pickling, a handle or detach() -- or, for the kernel
+     * counter, which anyone with the descriptor can read, fileno().  (A
+     * memory backend's fileno() hands out readiness only: its count is in
+     * the page.)  A fork moves efd_impl.proc/forks instead.  See
+     * eventfd_alone(). */
+    int handed;
     efd_state *state;     /* the module's (kept alive as impl.proc says) */
     /* This object's entry in the process's table of live objects
      * (efd_registry.c), NULL while it is not open (or was never listed). */

@@ -85,6 +85,7 @@ alloc_object(PyTypeObject *type, efd_state *st)
     self->impl.proc = &st->proc;
     self->impl.forks = &st->forks;
     self->impl.desc_shared = 1;      /* until a fresh open says otherwise */
+    self->handed = 1;
     self->impl.desc_proc = st->proc;
     self->impl.desc_forks = st->forks;
     self->impl.ops = NULL;
@@ -164,7 +165,7 @@ eventfd_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     self->impl.ops = b;
     /* A fresh kernel descriptor, close-on-exec: nobody else has it yet. */
-    self->impl.desc_shared = !cloexec;
+    self->impl.desc_shared = self->handed = !cloexec;
     self->nonblocking = nonblocking;
     self->closed = 0;
     efd_reg_add(self);
@@ -422,7 +423,7 @@ eventfd_token(eventfd_object *self, PyObject *Py_UNUSED(ignored))
 {
     uint64_t token;
     CHECK_OPEN(self);
-    self->impl.desc_shared = 1;     /* its load will duplicate them */
+    self->impl.desc_shared = self->handed = 1;  /* its load dups them */
     token = efd_reg_dump(self);
     if (token == 0) {
         PyErr_SetString(PyExc_ValueError,
@@ -443,6 +444,8 @@ eventfd_fileno(eventfd_object *self, PyObject *Py_UNUSED(ignored))
     if (self->impl.ops->arm != NULL)
         self->impl.ops->arm(&self->impl);   /* readiness follows the count */
     self->impl.desc_shared = 1;     /* others may reach the description */
+    if (self->impl.ops->syscall_always)
+        self->handed = 1;           /* ... and, in it, the count */
     return PyLong_FromLong(self->impl.fd);
 }
 
@@ -452,7 +455,7 @@ eventfd_fds(eventfd_object *self, PyObject *Py_UNUSED(ignored))
     int fds[3], n, i;
     PyObject *t;
     CHECK_OPEN(self);
-    self->impl.desc_shared = 1;     /* about to be handed on */
+    self->impl.desc_shared = self->handed = 1;  /* about to be handed on */
     n = self->impl.ops->fds(&self->impl, fds, 3);
     t = PyTuple_New(n);
     if (t == NULL)
@@ -682,6 +685,26 @@ eventfd_detach(eventfd_object *self, PyObject *Py_UNUSED(ignored))
     self->detached = 1;
     close_object(self);
     return PyLong_FromLong(fd);
+}
+
+/* _alone() -> bool: whether nobody but the tasks of one event loop of
+ * this process can be waiting for this object's units: no other process
+ * may hold it (nothing handed out, no fork since it was made: in a child
+ * the process number moved, in the parent the fork count), no thread of
+ * this process waits in a blocking call on it, and no more than one loop
+ * has tasks queued or served here (efd/_aio.py's records).  Then an
+ * in-process hand-off between that loop's tasks starves nobody
+ * (efd.aio.HANDOFF_RUN).  Asked with the GIL held, which every one of
+ * those changes holds too. */
+static PyObject *
+eventfd_alone(eventfd_object *self, PyObject *Py_UNUSED(ignored))
+{
+    efd_impl *impl = &self->impl;
+    CHECK_OPEN(self);
+    return PyBool_FromLong(!self->handed && self->aio_records <= 1
+                           && *impl->proc == impl->desc_proc
+                           && *impl->forks == impl->desc_forks
+                           && self->waiters == NULL);
 }
 
 /* The count without consuming it, or None where the backend cannot tell. */
@@ -951,6 +974,12 @@ static PyMethodDef eventfd_methods[] = {
      "_pass_on($self, /)\n--\n\n"
      "If units are there, wake one more waiter (another process's) and "
      "return True; else return False."},
+    {"_alone", (PyCFunction)eventfd_alone, METH_NOARGS,
+     "_alone($self, /)\n--\n\n"
+     "Whether only the tasks of one event loop of this process can be "
+     "waiting for the units: no other process may hold the object, no "
+     "thread of this process waits in a blocking call, at most one loop "
+     "has tasks queued (efd.aio.HANDOFF_RUN)."},
     {"_peek", (PyCFunction)eventfd_peek, METH_NOARGS,
      "_peek($self, /)\n--\n\nThe count without consuming it, or None if unknown."},
     {NULL, NULL, 0, NULL},

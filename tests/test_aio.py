@@ -328,6 +328,134 @@ def test_a_busy_loop_does_not_starve_another_loop(made, aio):
     aio(main)
 
 
+def test_a_busy_loop_does_not_starve_another_process(made, aio):
+    # The same with the waiter in a fork child: the object was handed to
+    # another process, so runs of hand-offs stay bounded (HANDOFF_RUN),
+    # and the child's loop gets a unit while the parent's tasks keep the
+    # semaphore busy.
+    async def main():
+        sem = made(efd.aio.Semaphore, 1)
+        stop = [False]
+
+        async def busy():
+            while not stop[0]:
+                async with sem:
+                    await asyncio.sleep(0)
+        tasks = [asyncio.ensure_future(busy()) for _ in range(3)]
+        await asyncio.sleep(0.01)           # the run of hand-offs is on
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:                        # the child: a loop of its own
+            status = 1
+            try:
+                os.close(r)
+
+                async def take():
+                    await asyncio.wait_for(sem.acquire(), PROMPT * 4)
+                    sem.release()
+                asyncio.run(take())
+                os.write(w, b"1")
+                status = 0
+            finally:
+                os._exit(status)
+        os.close(w)
+        os.set_blocking(r, False)
+        start = time.monotonic()
+        got = b""
+        while not got and time.monotonic() - start < PROMPT * 5:
+            try:
+                got = os.read(r, 1)
+            except BlockingIOError:
+                pass
+            await asyncio.sleep(0)
+        stop[0] = True
+        await asyncio.gather(*tasks)
+        os.close(r)
+        _, status = os.waitpid(pid, 0)
+        assert got == b"1", "the child got no unit in %.1f s (status %r)" % (
+            time.monotonic() - start, status)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert sem.value == 1
+    aio(main)
+
+
+def test_who_else_may_wait_decides_the_trips(make, backend):
+    # The count trip after HANDOFF_RUN hand-offs is made only while
+    # someone else may wait: EventFD._alone() says whether nobody but one
+    # loop of this process can.  Fresh and private, it is alone; each way
+    # of letting another process, thread or loop in says so.
+    ev = make(1, semaphore=True)
+    assert ev._alone()
+    ev.fileno()
+    # A memory backend's fileno() is readiness only (the count is in the
+    # page); the kernel's counter is read through that very descriptor.
+    assert ev._alone() == (backend in ("futex", "pipe"))
+    assert not make(1, semaphore=True, cloexec=False)._alone()
+    handed = make(1, semaphore=True)
+    handed._token()                        # an in-process pickle
+    assert not handed._alone()
+    pickled = make(1, semaphore=True)
+    pickled._fds()                         # pickling, a handle
+    assert not pickled._alone()
+
+    # A thread of this process blocked on it.
+    blocked = make(0, semaphore=True)
+    thread = threading.Thread(target=blocked.acquire, kwargs={"timeout": PROMPT * 4})
+    thread.start()
+    deadline = time.monotonic() + PROMPT
+    while blocked._alone() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert not blocked._alone()
+    blocked.release()
+    thread.join(PROMPT)
+    assert blocked._alone()
+
+    # A fork: neither the parent nor the child is alone.
+    forked = make(1, semaphore=True)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.write(w, b"0" if forked._alone() else b"1")
+        finally:
+            os._exit(0)
+    os.close(w)
+    assert os.read(r, 1) == b"1"
+    os.close(r)
+    os.waitpid(pid, 0)
+    assert not forked._alone()
+
+
+def test_two_loops_waiting_are_not_alone(made, backend):
+    # Tasks of two loops (two threads) queued on one object: a hand-off
+    # run in either must let the other in.
+    sem = made(efd.aio.Semaphore, 0)
+    queued = threading.Barrier(3)
+    done = []
+
+    def loop_thread():
+        async def take():
+            fut = asyncio.ensure_future(sem.acquire())
+            await asyncio.sleep(0.01)
+            queued.wait(PROMPT)
+            await asyncio.wait_for(fut, PROMPT * 4)
+            done.append(1)
+        asyncio.run(take())
+    threads = [threading.Thread(target=loop_thread) for _ in range(2)]
+    for t in threads:
+        t.start()
+    queued.wait(PROMPT)
+    assert not sem._ev._alone()
+    sem.release()
+    sem.release()
+    for t in threads:
+        t.join(PROMPT * 5)
+    assert done == [1, 1]
+    # Both records gone, alone again -- but on the kernel's counter, whose
+    # descriptor the loops were given (fileno()), anyone may read it now.
+    assert sem._ev._alone() == (backend in ("futex", "pipe"))
+
+
 def test_lock_released_twice_while_handed_over(made, aio):
     # A release hands the lock to the first queued task; a second release
     # before that task runs is an over-release (asyncio.Lock: unlocked
