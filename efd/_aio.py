@@ -696,31 +696,13 @@ class _Waiters:
                 self.served -= 1
             self.discard(fut)
 
-    # A consumer without a deadline -- every contended acquire() -- in the
-    # fewest steps, as three plain calls around the caller's own ``await``
-    # (efd.aio's acquire(): no coroutine of ours in between): a served
-    # future was taken off the queue by whoever served it, so the normal
-    # way out only settles the books.
-
-    def enqueue(self) -> "asyncio.Future[Any]":
-        """Queue a consumer: the future a release or the reader resolves
-        with its unit.  Await it, then call :meth:`resumed`; if the await
-        raises, call :meth:`abandon`."""
-        fut = self.loop.create_future()
-        self.consumers.append(fut)
-        if not self.reading or self.watchers:
-            try:
-                self.watch()
-            except BaseException:
-                self.discard(fut)
-                raise
-        return fut
-
-    def resumed(self) -> None:
-        """The consumer resumed with its unit: settle the books."""
-        self.served -= 1
-        if not self.consumers and not self.watchers:
-            self.settle()
+    # A consumer without a deadline -- every contended acquire() -- queues
+    # in efd.aio's acquire() itself, with no coroutine of ours between it
+    # and its future: it appends the future to `consumers`, makes sure the
+    # reader is registered (watch()), awaits, and on the normal way out
+    # only settles the books (`served`, settle()): a served future was
+    # taken off the queue by whoever served it.  A consumer that leaves
+    # otherwise calls abandon().
 
     def abandon(self, fut: "asyncio.Future[Any]") -> None:
         """The consumer leaves without resuming (cancelled, failed): a unit
