@@ -66,6 +66,7 @@ _core_release = _efd.Semaphore.release
 _is_set = _efd.Event.is_set
 _hinted = _aio._hinted
 _anyio_runs_task = _aio._anyio_runs_task
+_trio_runs = _aio._trio_runs
 _Waiters = _aio._Waiters
 
 _T = TypeVar("_T")
@@ -296,12 +297,14 @@ class Semaphore(_Base):
         rec = self._rec
         if (rec is None or rec.thread is None
                 or not (rec.consumers or rec.served) or not _hinted(rec)
+                or ("trio" in sys.modules and _trio_runs())
                 or ("anyio._backends._asyncio" in sys.modules
                     and _anyio_runs_task())):
             # Not the record of a busy loop running here (an asyncio record
             # whose tasks are queued or served: arrive()'s answer, which
-            # this asks in fewer steps), or anyio runs the task (it
-            # checkpoints first): the questions in full.
+            # this asks in fewer steps), or trio runs the task (a guest run
+            # on this loop's thread) or anyio does (both checkpoint
+            # first): the questions in full.
             fam, rec = _aio.arrive(ev, rec)
             if fam.checkpoints:
                 await fam.checkpoint_if_cancelled()
@@ -363,13 +366,13 @@ class Semaphore(_Base):
         """
         ev = self._ev
         if ev._aio_records:             # tasks of some loop wait on it
+            if ev.closed:
+                raise ValueError("I/O operation on closed %s"
+                                 % type(self).__name__)
             run = self._run
             if run >= HANDOFF_RUN and ev._alone():
                 run = 0         # nobody else could be let in: a new run
             if run < HANDOFF_RUN:
-                if ev.closed:
-                    raise ValueError("I/O operation on closed %s"
-                                     % type(self).__name__)
                 if _aio.hand_off(ev, self._check_release, self._rec):
                     self._run = run + 1
                     return

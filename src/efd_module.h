@@ -97,9 +97,10 @@ typedef struct {
      * handed out for pickling, a handle or detach() -- or, for the kernel
      * counter, which anyone with the descriptor can read, fileno().  (A
      * memory backend's fileno() hands out readiness only: its count is in
-     * the page.)  A fork moves efd_impl.proc/forks instead.  See
-     * eventfd_alone(). */
+     * the page.)  A fork changes efd_reg_lineage() instead, from
+     * `lineage`, its value when the object was made.  See eventfd_alone(). */
     int handed;
+    uint64_t lineage;
     efd_state *state;     /* the module's (kept alive as impl.proc says) */
     /* This object's entry in the process's table of live objects
      * (efd_registry.c), NULL while it is not open (or was never listed). */
@@ -232,6 +233,9 @@ void efd_reg_remove(eventfd_object *self, int collected);
 uint64_t efd_reg_dump(eventfd_object *self);
 /* This process's nonce (a new one in every fork child). */
 uint64_t efd_reg_nonce(void);
+/* A number that every fork() made through the C library changes, in the
+ * parent and in the child (see efd_registry.c). */
+uint64_t efd_reg_lineage(void);
 /* 1 if fd is (a number for) a descriptor that a listed object owns. */
 int efd_reg_owned(int fd);
 /* Duplicate the descriptors of the object listed as `token` (close-on-

@@ -86,6 +86,7 @@ alloc_object(PyTypeObject *type, efd_state *st)
     self->impl.forks = &st->forks;
     self->impl.desc_shared = 1;      /* until a fresh open says otherwise */
     self->handed = 1;
+    self->lineage = efd_reg_lineage();
     self->impl.desc_proc = st->proc;
     self->impl.desc_forks = st->forks;
     self->impl.ops = NULL;
@@ -689,22 +690,22 @@ eventfd_detach(eventfd_object *self, PyObject *Py_UNUSED(ignored))
 
 /* _alone() -> bool: whether nobody but the tasks of one event loop of
  * this process can be waiting for this object's units: no other process
- * may hold it (nothing handed out, no fork since it was made: in a child
- * the process number moved, in the parent the fork count), no thread of
- * this process waits in a blocking call on it, and no more than one loop
- * has tasks queued or served here (efd/_aio.py's records).  Then an
+ * may hold it (nothing handed out, and no fork through the C library since
+ * it was made, in the parent or the child: efd_reg_lineage()), no thread
+ * of this process waits in a blocking call on it, and no more than one
+ * loop has tasks queued or served here (efd/_aio.py's records).  Then an
  * in-process hand-off between that loop's tasks starves nobody
  * (efd.aio.HANDOFF_RUN).  Asked with the GIL held, which every one of
- * those changes holds too. */
+ * those changes but a fork holds too.  A child made by a bare clone system
+ * call runs no fork handler: its parent still answers True (docs:
+ * asyncio.rst). */
 static PyObject *
 eventfd_alone(eventfd_object *self, PyObject *Py_UNUSED(ignored))
 {
-    efd_impl *impl = &self->impl;
     CHECK_OPEN(self);
     return PyBool_FromLong(!self->handed && self->aio_records <= 1
-                           && *impl->proc == impl->desc_proc
-                           && *impl->forks == impl->desc_forks
-                           && self->waiters == NULL);
+                           && self->waiters == NULL
+                           && efd_reg_lineage() == self->lineage);
 }
 
 /* The count without consuming it, or None where the backend cannot tell. */

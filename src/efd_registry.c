@@ -77,6 +77,12 @@ static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
 static struct efd_reg *reg_head;
 static uint64_t reg_next_token = 1;
 static uint64_t reg_nonce;
+/* Changes in the parent and in the child at every fork() made through the
+ * C library -- pthread_atfork runs for any caller: os.fork, multiprocessing,
+ * an extension, ctypes -- where os.register_at_fork's hooks see Python's
+ * forks only.  The parent's goes up by one, the child's by 2**32: never a
+ * value an object of that process recorded before (EventFD._alone()). */
+static uint64_t reg_lineage;
 
 static uint64_t
 new_nonce(void)
@@ -97,10 +103,17 @@ new_nonce(void)
 }
 
 static void reg_prepare(void) { pthread_mutex_lock(&reg_lock); }
-static void reg_parent(void) { pthread_mutex_unlock(&reg_lock); }
+static void
+reg_parent(void)
+{
+    reg_lineage++;
+    pthread_mutex_unlock(&reg_lock);
+}
+
 static void
 reg_child(void)
 {
+    reg_lineage += UINT64_C(1) << 32;
     pthread_mutex_unlock(&reg_lock);
     reg_nonce = new_nonce();
 }
@@ -110,6 +123,17 @@ reg_init(void)
 {
     reg_nonce = new_nonce();
     (void)pthread_atfork(reg_prepare, reg_parent, reg_child);
+}
+
+uint64_t
+efd_reg_lineage(void)
+{
+    uint64_t n;
+    pthread_once(&reg_once, reg_init);
+    pthread_mutex_lock(&reg_lock);
+    n = reg_lineage;
+    pthread_mutex_unlock(&reg_lock);
+    return n;
 }
 
 uint64_t

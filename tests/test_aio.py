@@ -18,6 +18,7 @@ CPython's own tests (tests/test_aio_locks_port.py runs those).
 Every test takes the ``backend`` fixture: it runs on each backend.
 """
 import asyncio
+import ctypes
 import os
 import multiprocessing
 import threading
@@ -410,20 +411,97 @@ def test_who_else_may_wait_decides_the_trips(make, backend):
     thread.join(PROMPT)
     assert blocked._alone()
 
-    # A fork: neither the parent nor the child is alone.
-    forked = make(1, semaphore=True)
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.write(w, b"0" if forked._alone() else b"1")
-        finally:
-            os._exit(0)
-    os.close(w)
-    assert os.read(r, 1) == b"1"
-    os.close(r)
-    os.waitpid(pid, 0)
-    assert not forked._alone()
+    # A fork, Python's or one made in C (an extension, ctypes: no
+    # os.register_at_fork hook runs): neither the parent nor the child is
+    # alone.
+    libc = ctypes.CDLL(None, use_errno=True)
+    for fork in (os.fork, libc.fork):
+        forked = make(1, semaphore=True)
+        assert forked._alone()
+        r, w = os.pipe()
+        pid = fork()
+        if pid == 0:
+            try:
+                os.write(w, b"0" if forked._alone() else b"1")
+            finally:
+                os._exit(0)
+        assert pid > 0, ctypes.get_errno()
+        os.close(w)
+        assert os.read(r, 1) == b"1", fork
+        os.close(r)
+        os.waitpid(pid, 0)
+        assert not forked._alone(), fork
+
+
+def test_release_after_a_run_on_a_closed_object_names_its_class(
+        made, aio, monkeypatch):
+    # close() from another thread while tasks of this loop are queued (its
+    # records are failed later, by the loop), then a release after a run
+    # of HANDOFF_RUN hand-offs: the error names the class, as every other
+    # release on a closed object does.  (close() waits CLOSE_WAIT for the
+    # loop, blocked here on purpose, and warns.)
+    monkeypatch.setattr(_aio, "CLOSE_WAIT", 0.01)
+    for cls, args in ((efd.aio.Semaphore, (1,)), (efd.aio.Lock, ())):
+        async def main():
+            sem = made(cls, *args)
+            await sem.acquire()
+            waiters = [asyncio.ensure_future(sem.acquire())
+                       for _ in range(efd.aio.HANDOFF_RUN + 2)]
+            await asyncio.sleep(0)
+            for _ in range(efd.aio.HANDOFF_RUN):
+                sem.release()           # handed to the next task ...
+                await asyncio.sleep(0)  # ... which now holds it
+            closer = threading.Thread(target=sem.close)
+            with pytest.warns(RuntimeWarning, match="did not stop watching"):
+                closer.start()
+                closer.join(PROMPT)
+            with pytest.raises(ValueError,
+                               match="closed %s" % cls.__name__):
+                sem.release()
+            await asyncio.gather(*waiters, return_exceptions=True)
+        aio(main)
+
+
+@pytest.mark.skipif(not _has("trio"), reason="trio is not installed")
+def test_a_trio_guest_task_queues_as_a_trio_task(made):
+    # trio in guest mode on an asyncio loop, in its thread, while tasks of
+    # that loop are queued on the same semaphore: the trio task's acquire
+    # is trio's (a checkpoint, trio's own way of waiting), never the
+    # asyncio queue of the loop it happens to run on.
+    import trio
+    sem = made(efd.aio.Semaphore, 0)
+    result = {}
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        waiters = [asyncio.ensure_future(sem.acquire()) for _ in range(2)]
+        await asyncio.sleep(0.01)
+
+        async def trio_main():
+            with trio.fail_after(PROMPT * 2):
+                async with trio.open_nursery() as nursery:
+                    async def take():
+                        await sem.acquire()
+                        result["trio"] = "got"
+                    nursery.start_soon(take)
+                    await trio.sleep(0.05)
+                    for _ in range(3):  # the two asyncio tasks', and its
+                        sem.release()
+        done = loop.create_future()
+
+        def finished(outcome):
+            if not done.done():
+                done.set_result(outcome)
+        trio.lowlevel.start_guest_run(
+            trio_main, run_sync_soon_threadsafe=loop.call_soon_threadsafe,
+            done_callback=finished, host_uses_signal_set_wakeup_fd=True)
+        (await asyncio.wait_for(done, PROMPT * 4)).unwrap()
+        assert await asyncio.wait_for(asyncio.gather(*waiters),
+                                      PROMPT * 2) == [True, True]
+    asyncio.run(main())
+    assert result == {"trio": "got"}
+    assert sem.value == 0
+    assert not _aio._registry
 
 
 def test_two_loops_waiting_are_not_alone(made, backend):
