@@ -125,26 +125,28 @@ reg_init(void)
     (void)pthread_atfork(reg_prepare, reg_parent, reg_child);
 }
 
-uint64_t
-efd_reg_lineage(void)
+/* One of the numbers the fork handlers change, read under the mutex. */
+static uint64_t
+read_locked(const uint64_t *number)
 {
     uint64_t n;
     pthread_once(&reg_once, reg_init);
     pthread_mutex_lock(&reg_lock);
-    n = reg_lineage;
+    n = *number;
     pthread_mutex_unlock(&reg_lock);
     return n;
 }
 
 uint64_t
+efd_reg_lineage(void)
+{
+    return read_locked(&reg_lineage);
+}
+
+uint64_t
 efd_reg_nonce(void)
 {
-    uint64_t n;
-    pthread_once(&reg_once, reg_init);
-    pthread_mutex_lock(&reg_lock);
-    n = reg_nonce;
-    pthread_mutex_unlock(&reg_lock);
-    return n;
+    return read_locked(&reg_nonce);
 }
 
 void
