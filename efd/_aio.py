@@ -62,6 +62,7 @@ import selectors
 import sys
 import threading
 import time
+import types
 import warnings
 from collections import deque
 from typing import (TYPE_CHECKING, Any, Deque, Dict, List, Optional, Set,
@@ -76,6 +77,13 @@ except ImportError:  # pragma: no cover - trio and anyio both require it
 
 if TYPE_CHECKING:  # pragma: no cover
     from . import EventFD
+
+#: sniffio's per-thread library name, which trio (0.22 and later) sets for
+#: as long as it runs tasks in this thread, guest runs on another loop
+#: included: whether trio runs the current task, in one load.  Where
+#: sniffio is absent, so is trio: a stand-in that never says so.
+thread_library: Any = (sniffio.thread_local if sniffio is not None
+                       else types.SimpleNamespace(name=None))
 
 __all__ = ["check_timeout", "begin_close", "end_close", "notify_watchers",
            "family", "hand_off", "loop_running", "record_for",

@@ -66,7 +66,7 @@ _core_release = _efd.Semaphore.release
 _is_set = _efd.Event.is_set
 _hinted = _aio._hinted
 _anyio_runs_task = _aio._anyio_runs_task
-_trio_runs = _aio._trio_runs
+_thread_library = _aio.thread_library
 _Waiters = _aio._Waiters
 
 _T = TypeVar("_T")
@@ -297,7 +297,7 @@ class Semaphore(_Base):
         rec = self._rec
         if (rec is None or rec.thread is None
                 or not (rec.consumers or rec.served) or not _hinted(rec)
-                or ("trio" in sys.modules and _trio_runs())
+                or _thread_library.name == "trio"
                 or ("anyio._backends._asyncio" in sys.modules
                     and _anyio_runs_task())):
             # Not the record of a busy loop running here (an asyncio record
