@@ -113,6 +113,11 @@ def main():
     print("  process-shared futex (backend 'futex'):   %s" % probe["futex"])
     print("  one wake-up per release:                  %s"
           % _WAKE_ONE[probe["wake_one"]])
+    print("  death bell (futex_waitv, robust list):    %s"
+          % ("yes: 'futex' waiters sleep without re-checks; the kernel "
+             "wakes them for a process that died owing a wake-up"
+             if probe["death_bell"] else
+             "no: 'futex' waiters look at the count every 100 ms"))
     print("  shared pages sealed (memfd):              %s"
           % ("yes" if probe["sealed_pages"] else
              "no (shm_open): a peer holding one could shrink it"))

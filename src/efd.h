@@ -62,6 +62,11 @@ struct efd_count {
      * mutex, since peers may scribble. */
     _Atomic uint64_t owner;
     uint64_t pidns;
+    /* futex backend: the death bell, a futex word that stays 0.  Whoever
+     * may owe sleepers a wake-up points its thread's robust-list pending
+     * slot at it, and the kernel wakes one sleeper on it if that thread
+     * dies (efd_futex.c). */
+    _Atomic uint32_t bell;
 };
 #define EFD_SYNC_TOKEN 1u
 #define EFD_SYNC_LOCKED 2u
@@ -91,6 +96,11 @@ typedef struct efd_impl {
      * sleeps even if someone cleared O_NONBLOCK on the shared description;
      * 0 if the kernel lacks it (reads then poll first). */
     int nowait;
+    /* futex backend: 1 if this process's sleepers wait on the death bell
+     * as well (futex_waitv and a robust list work here), so that they may
+     * sleep without a time limit; 0 if they look again every
+     * EFD_RECHECK_MS instead. */
+    int bell;
     /* eventfd-readback: units a semaphore read took but could not write
      * back yet (the counter was full), and the process (`proc`) they belong
      * to: a fork child starts with none (its parent gives them back). */
@@ -188,6 +198,10 @@ typedef struct efd_backend {
      * (a plain read()): only while no one else can have cleared it
      * (efd_impl.desc_shared), and only with the GIL held (efd_attempt). */
     int (*try_read_owned)(efd_impl *impl, uint64_t *value);
+    /* Optional (futex): a block() sleeper's wait is over -- it took a
+     * unit, gave up (after interrupt(impl, 0)) or failed -- and it owes
+     * nobody a wake-up any more. */
+    void (*unblock)(efd_impl *impl);
 } efd_backend;
 
 extern const efd_backend efd_backend_eventfd;
@@ -196,6 +210,8 @@ extern const efd_backend efd_backend_pipe;
 extern const efd_backend efd_backend_futex;   /* .open == NULL if absent */
 /* 0 if a process-shared futex works here, else an errno. */
 int efd_futex_probe(void);
+/* 1 if the futex backend's death bell works here (efd_futex.c), else 0. */
+int efd_bell_probe(void);
 
 /* Helpers shared by the eventfd-based backends (efd_eventfd.c). */
 int efd_kernel_open(uint64_t initval, int flags, int *out_fd);

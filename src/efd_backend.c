@@ -83,6 +83,14 @@ efd_state_nowait(efd_state *st)
     return st->nowait;
 }
 
+int
+efd_state_bell(efd_state *st)
+{
+    if (st->bell < 0)
+        st->bell = efd_bell_probe();
+    return st->bell;
+}
+
 const efd_backend *
 efd_backend_by_name(const char *name)
 {

@@ -283,7 +283,7 @@ efd_ev_close(efd_impl *impl)
 const efd_backend efd_backend_eventfd = {
     "eventfd", 1, ev_open, efd_ev_adopt, ev_try_read, efd_ev_try_write, NULL,
     efd_ev_waitspec, efd_ev_peek, NULL, NULL, NULL, NULL, NULL, NULL,
-    efd_ev_nudge, efd_ev_fds, efd_ev_close, ev_try_read_owned,
+    efd_ev_nudge, efd_ev_fds, efd_ev_close, ev_try_read_owned, NULL,
 };
 
 #else  /* !EFD_HAVE_EVENTFD: keep the symbols so the module links. */
@@ -303,6 +303,6 @@ int efd_fd_is_eventfd(int fd)
 
 const efd_backend efd_backend_eventfd = { "eventfd", 1, NULL, NULL, NULL, NULL,
                                           NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                                          NULL, NULL, NULL, NULL, NULL, NULL };
+                                          NULL, NULL, NULL, NULL, NULL, NULL, NULL };
 
 #endif /* EFD_HAVE_EVENTFD */

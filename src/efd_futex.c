@@ -35,12 +35,16 @@
  * count of efd_shm.c, whose protocol the pipe backend uses from the start.
  *
  * Process death.  A count change is one atomic operation; readiness after
- * a death is repaired as efd_shm.c says.  A sleeper that a release chose
- * and that then died would leave the unit unclaimed while others sleep, so
- * sleepers never sleep longer than EFD_RECHECK_MS before looking again.  A
- * sleeper killed in its sleep leaves its count behind; the first release
- * whose FUTEX_WAKE then finds nobody asleep on that word clears it (see
- * the epochs below), so afterwards releases make no system call again.
+ * a death is repaired as efd_shm.c says.  Two deaths would leave units
+ * unclaimed while others sleep: a releaser killed between its add and its
+ * FUTEX_WAKE, and a sleeper that a release chose (woke) killed before it
+ * took the unit or passed the wake-up on.  The kernel tells the sleepers
+ * of both, through the death bell (below), so they sleep without a time
+ * limit; where the bell does not work, they look again every
+ * EFD_RECHECK_MS instead.  A sleeper killed in its sleep leaves its count
+ * behind; the first release whose FUTEX_WAKE then finds nobody asleep on
+ * that word clears it (see the epochs below), so afterwards releases make
+ * no system call again.
  */
 #include "efd.h"
 #include "efd_explore.h"
@@ -57,7 +61,7 @@
 
 #if defined(__linux__) && defined(SYS_futex)
 
-#define EFD_FUTEX_MAGIC 0x65667805u   /* "ef", futex, layout 5 (efd.h) */
+#define EFD_FUTEX_MAGIC 0x65667806u   /* "ef", futex, layout 6 (efd.h) */
 
 static long
 futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *ts)
@@ -76,6 +80,209 @@ efd_futex_probe(void)
     _Atomic uint32_t word = 0;
     return futex(&word, FUTEX_WAKE, 1, NULL) < 0 ? errno : 0;
 }
+
+/* ---- the death bell ----------------------------------------------------
+ *
+ * What the kernel does for glibc's robust mutexes, used for a semaphore.
+ * Each thread has a robust list (set_robust_list: glibc registers one for
+ * every thread), whose head has a `list_op_pending` slot: the lock
+ * operation the thread is in the middle of.  When a thread dies -- killed
+ * with its process, or exiting -- the kernel looks at that slot, and if
+ * the futex word it names has no owner (its thread-id bits are 0), it
+ * wakes one waiter on that word (Linux 5.x handle_futex_death(): "the
+ * unlock path ... is killed before it can execute the futex() syscall to
+ * wake up waiters", and "a woken up waiter is killed before it can
+ * acquire"): exactly this backend's two deaths.
+ *
+ * So the page has a word that stays 0, the bell.  A releaser points its
+ * thread's pending slot at it for as long as it may owe a wake-up (from
+ * before its add, W1, to after its FUTEX_WAKE, W4), and restores the slot
+ * after; a sleeper from before its sleep until its wait is over (it took,
+ * or passed on: fx_unblock), since a wake-up may come to it at any time.
+ * Sleepers wait on their word and the bell together (futex_waitv, Linux
+ * 5.16).  The one sleeper the kernel wakes on the bell cannot know whom
+ * the dead owed what, so it wakes everyone (interrupt(impl, 1)): each
+ * looks at the count again.  A death costs one such round; a sleeper
+ * killed while owing nothing rings too, harmlessly.
+ *
+ * Why nothing is missed.  The slot is armed, in program order, before the
+ * step that creates the debt (the add; the sleep) and disarmed after the
+ * step that pays it (the FUTEX_WAKE; the take or the pass-on), and a
+ * killed thread stops between two instructions: at its death the slot is
+ * armed exactly while it owes.  A sleeper asleep on the bell is woken by
+ * the kernel's wake.  One about to sleep is not (the ring changes no
+ * value, and wakes only those asleep), so a sleeper sleeps only while the
+ * count is 0, checked by the kernel as it goes to sleep (bell_wait): the
+ * dead owed a wake-up only for units that are there, and a sleeper that
+ * finds them does not sleep.  The interleaving explorer found the gap
+ * this closes (tests/explore, futex-sleeper-aba with deaths).
+ *
+ * The slot is glibc's too: glibc sets it during a robust mutex's lock and
+ * unlock, and clears it after.  Our windows hold no such mutex, and take
+ * the slot only for steps of our own (a signal handler that locks a robust
+ * mutex inside a sleeper's window would clear it: the window loses the
+ * bell until the next sleep re-arms it).  The head is the kernel's ABI
+ * (struct robust_list_head), read with get_robust_list; a thread without
+ * one (a C library that registers none) goes without the bell: the probe
+ * says so and the sleepers re-check.  The pointer to the thread's head is
+ * kept per thread (it is the thread's for its whole life; a fork child's
+ * thread gets the same address back from glibc). */
+
+#if !defined(SYS_futex_waitv) && (defined(__x86_64__) || defined(__aarch64__))
+#  define SYS_futex_waitv 449
+#endif
+
+#if defined(SYS_futex_waitv) && defined(SYS_get_robust_list)
+
+/* struct futex_waitv (Linux 5.16), spelled out for older headers. */
+struct bell_waitv {
+    uint64_t val;
+    uint64_t uaddr;
+    uint32_t flags;
+    uint32_t reserved;
+};
+#define BELL_SIZE_U32 0x02              /* FUTEX2_SIZE_U32; shared */
+
+#ifndef EFD_EXPLORE
+static __thread struct robust_list_head *bell_head;
+#endif
+
+static struct robust_list_head *
+robust_head(void)
+{
+#ifdef EFD_EXPLORE
+    return efd_explore_robust_head();
+#else
+    if (bell_head == NULL) {
+        struct robust_list_head *head = NULL;
+        size_t len = 0;
+        if (syscall(SYS_get_robust_list, 0, &head, &len) == 0
+                && len == sizeof(*head))
+            bell_head = head;
+    }
+    return bell_head;
+#endif
+}
+
+/* Point this thread's pending slot at the page's bell; returns what was
+ * there (NULL if the thread has no robust list: nothing armed). */
+static struct robust_list *
+bell_arm(struct efd_count *c, struct robust_list **prev)
+{
+    struct robust_list_head *head = robust_head();
+    struct robust_list *entry;
+    if (head == NULL)
+        return NULL;
+    /* The kernel reads the word at entry + futex_offset. */
+    entry = (struct robust_list *)((char *)&c->bell - head->futex_offset);
+    *prev = head->list_op_pending;
+    head->list_op_pending = entry;
+    atomic_signal_fence(memory_order_seq_cst);
+    EFD_POINT("bell: armed");
+    return entry;
+}
+
+/* Put back what bell_arm() found, if the slot still holds ours. */
+static void
+bell_restore(struct robust_list *ours, struct robust_list *prev)
+{
+    struct robust_list_head *head;
+    if (ours == NULL || (head = robust_head()) == NULL)
+        return;
+    atomic_signal_fence(memory_order_seq_cst);
+    if (head->list_op_pending == ours)
+        head->list_op_pending = prev;
+    EFD_POINT("bell: disarmed");
+}
+
+/* S5 with the bell: sleep on `word` (ticket t) and the bell, provided
+ * the count's two halves are still 0; 0 woken on the word, 1 woken by the
+ * bell, -1 with errno (EAGAIN: a value moved; ETIMEDOUT; EINTR).  ms < 0:
+ * no time limit.  The count is in the comparison because the kernel's
+ * ring changes no value: a releaser that added (W1) after this sleeper's
+ * last look (S4) and died before its wake-up rings while the sleeper is
+ * not asleep yet -- the ring wakes nobody, and the ticket has not moved
+ * (W3 never came).  The units it added have: the sleep does not start. */
+#define BELL_WORDS 4
+static long
+bell_wait(struct efd_count *c, _Atomic uint32_t *word, uint32_t t, int ms)
+{
+    _Atomic uint32_t *words[BELL_WORDS];
+    uint32_t vals[BELL_WORDS] = { t, 0, 0, 0 };
+    words[0] = word;
+    words[1] = &c->bell;
+    words[2] = (_Atomic uint32_t *)(void *)&c->count;        /* halves */
+    words[3] = (_Atomic uint32_t *)(void *)&c->count + 1;
+#ifdef EFD_EXPLORE
+    return efd_explore_futex_waitv(words, vals, BELL_WORDS, ms >= 0);
+#else
+    struct bell_waitv w[BELL_WORDS];
+    struct timespec ts, *deadline = NULL;
+    int i;
+    for (i = 0; i < BELL_WORDS; i++) {
+        w[i].val = vals[i];
+        w[i].uaddr = (uintptr_t)words[i];
+        w[i].flags = BELL_SIZE_U32;
+        w[i].reserved = 0;
+    }
+    if (ms >= 0) {
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += ms / 1000;
+        ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        deadline = &ts;
+    }
+    return syscall(SYS_futex_waitv, w, BELL_WORDS, 0, deadline,
+                   CLOCK_MONOTONIC);
+#endif
+}
+
+int
+efd_bell_probe(void)
+{
+#ifdef EFD_EXPLORE
+    return 1;
+#else
+    /* A value that differs: futex_waitv answers EAGAIN where it exists. */
+    struct efd_count probe;
+    atomic_store(&probe.bell, 0);
+    atomic_store(&probe.count, 0);
+    atomic_store(&probe.seq, 1);
+    if (robust_head() == NULL)
+        return 0;
+    return bell_wait(&probe, &probe.seq, 0, 0) < 0 && errno == EAGAIN;
+#endif
+}
+
+#else  /* no futex_waitv or robust lists in these headers */
+
+struct robust_list;
+static struct robust_list *
+bell_arm(struct efd_count *c, struct robust_list **prev)
+{
+    (void)c;
+    *prev = NULL;
+    return NULL;
+}
+static void
+bell_restore(struct robust_list *ours, struct robust_list *prev)
+{
+    (void)ours;
+    (void)prev;
+}
+static long
+bell_wait(struct efd_count *c, _Atomic uint32_t *word, uint32_t t, int ms)
+{
+    (void)c; (void)word; (void)t; (void)ms;
+    errno = ENOSYS;
+    return -1;
+}
+int efd_bell_probe(void) { return 0; }
+
+#endif
 
 /* Sleeper counts.  One 64-bit word per kind of sleeper:
  *
@@ -198,15 +405,21 @@ wake_after_add(struct efd_count *c, int readers)
 static int
 fx_try_write_limit(efd_impl *impl, uint64_t value, uint64_t limit)
 {
-    int err = efd_count_try_write_limit(impl, value, limit);   /* W1 */
-    if (err || value == 0)
-        return err;
-    /* After the count (sequentially consistent): a sleeper that counted
-     * itself before our add is seen here; one that counts itself after it
-     * sees the units. */
-    wake_after_add(impl->cnt, !impl->semaphore ? 1
-                   : value < INT_MAX ? (int)value : INT_MAX);
-    return 0;
+    struct robust_list *prev = NULL, *ours = NULL;
+    int err;
+    /* From before the add until after the wake-ups, this thread may owe
+     * sleepers one: the bell rings if it dies meanwhile. */
+    if (impl->bell)
+        ours = bell_arm(impl->cnt, &prev);
+    err = efd_count_try_write_limit(impl, value, limit);        /* W1 */
+    if (err == 0 && value > 0)
+        /* After the count (sequentially consistent): a sleeper that
+         * counted itself before our add is seen here; one that counts
+         * itself after it sees the units. */
+        wake_after_add(impl->cnt, !impl->semaphore ? 1
+                       : value < INT_MAX ? (int)value : INT_MAX);
+    bell_restore(ours, prev);
+    return err;
 }
 
 static int
@@ -220,7 +433,7 @@ fx_waitspec(efd_impl *impl, int for_write, efd_waitspec *ws)
 {
     ws->fd = for_write ? -1 : impl->fd;
     ws->events = for_write ? 0 : POLLIN;
-    ws->slice_ms = for_write ? 5 : EFD_RECHECK_MS;
+    ws->slice_ms = for_write ? 5 : impl->bell ? 0 : EFD_RECHECK_MS;
 }
 
 /* The futex word a sleeper of `kind` waits on: readers have theirs;
@@ -239,6 +452,33 @@ fx_ticket(efd_impl *impl, int kind)
     return t;
 }
 
+/* S5 and S6 of a reader or watcher where the bell works: no time limit
+ * but the caller's.  The slot stays armed after the sleep, until the wait
+ * is over (fx_unblock): a wake-up that came to this sleeper is owed until
+ * it takes the unit or passes it on. */
+static int
+block_on_bell(efd_impl *impl, int kind, uint32_t ticket, int ms,
+              _Atomic uint64_t *who, uint32_t epoch)
+{
+    struct efd_count *c = impl->cnt;
+    struct robust_list *prev;
+    long woke;
+    int err = 0;
+    (void)bell_arm(c, &prev);
+    woke = bell_wait(c, word_of(c, kind), ticket, ms);          /* S5 */
+    if (woke < 0 && errno != EAGAIN)
+        err = errno;
+    EFD_POINT("block: back");
+    sleep_leave(who, epoch);                                    /* S6 */
+    if (woke == 1) {
+        /* The bell: someone died who may have owed a wake-up, to anyone.
+         * Everyone looks again. */
+        EFD_POINT("block: the bell rang");
+        impl->ops->interrupt(impl, 1);
+    }
+    return err;
+}
+
 static int
 fx_block(efd_impl *impl, int kind, uint32_t ticket, int ms)
 {
@@ -254,7 +494,7 @@ fx_block(efd_impl *impl, int kind, uint32_t ticket, int ms)
             ms = 5;
     }
     else {
-        if (ms < 0 || ms > EFD_RECHECK_MS)
+        if (!impl->bell && (ms < 0 || ms > EFD_RECHECK_MS))
             ms = EFD_RECHECK_MS;
         who = kind == EFD_BLOCK_READY ? &c->watchers : &c->sleepers;
         epoch = sleep_enter(who);                               /* S3 */
@@ -263,6 +503,8 @@ fx_block(efd_impl *impl, int kind, uint32_t ticket, int ms)
             return 0;
         }
         EFD_POINT("block: count 0");
+        if (impl->bell)
+            return block_on_bell(impl, kind, ticket, ms, who, epoch);
     }
     ts.tv_sec = ms / 1000;
     ts.tv_nsec = (long)(ms % 1000) * 1000000L;
@@ -297,6 +539,17 @@ fx_interrupt(efd_impl *impl, int all)
     }
 }
 
+/* The wait is over: this sleeper owes nobody a wake-up any more. */
+static void
+fx_unblock(efd_impl *impl)
+{
+    struct robust_list_head *head;
+    if (!impl->bell || (head = robust_head()) == NULL)
+        return;
+    bell_restore((struct robust_list *)((char *)&impl->cnt->bell
+                                        - head->futex_offset), NULL);
+}
+
 static int
 fx_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec)
 {
@@ -318,7 +571,7 @@ const efd_backend efd_backend_futex = {
     "futex", 0, fx_open, fx_adopt, efd_count_try_read, fx_try_write,
     fx_try_write_limit, fx_waitspec, efd_count_peek, efd_count_repair, NULL, efd_count_arm,
     fx_ticket, fx_block, fx_interrupt, NULL, efd_count_fds, efd_count_close,
-    NULL,
+    NULL, fx_unblock,
 };
 
 #else  /* no futex here */
@@ -329,9 +582,15 @@ efd_futex_probe(void)
     return ENOSYS;
 }
 
+int
+efd_bell_probe(void)
+{
+    return 0;
+}
+
 const efd_backend efd_backend_futex = {
     "futex", 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 };
 
 #endif

@@ -323,6 +323,9 @@ efd_fn_probe(PyObject *module, PyObject *Py_UNUSED(ignored))
         goto fail;
     if (dict_set(d, "sealed_pages", PyBool_FromLong(efd_shm_can_seal())) < 0)
         goto fail;
+    if (dict_set(d, "death_bell", PyBool_FromLong(
+            futex_err == 0 && efd_state_bell(st))) < 0)
+        goto fail;
     if (st->herd < 0)
         st->herd = efd_herd_probe();
     if (dict_set(d, "wake_one", PyUnicode_FromString(
@@ -545,6 +548,7 @@ efd_exec(PyObject *module)
 
     st->probed = 0;
     st->nowait = -1;
+    st->bell = -1;
     st->proc = 1;
     st->fork_thread = 0;
     st->forks = 0;

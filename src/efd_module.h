@@ -23,6 +23,7 @@ typedef struct {
     int err_plain;     /* errno of eventfd2(0, CLOEXEC|NONBLOCK); 0: works */
     int err_sem;       /* errno of the same with EFD_SEMAPHORE; 0: works */
     int nowait;        /* -1 not asked yet; else efd_kernel_nowait_works() */
+    int bell;          /* -1 not asked yet; else efd_bell_probe() */
     /* This process among its ancestors: 1 at import, bumped in every fork
      * child (see efd_impl.proc). */
     volatile uint32_t proc;
@@ -282,6 +283,8 @@ PyObject *efd_err_unavailable(const char *name, int err, int semaphore);
 
 /* Whether kernel reads may use RWF_NOWAIT (asked once per process). */
 int efd_state_nowait(efd_state *st);
+/* Whether the futex backend's death bell works here (asked once). */
+int efd_state_bell(efd_state *st);
 
 /* ---- the type (efd_object.c) ---- */
 

@@ -157,6 +157,8 @@ eventfd_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     if (b->syscall_always)
         self->impl.nowait = efd_state_nowait(st);
+    if (b->unblock != NULL)
+        self->impl.bell = efd_state_bell(st);
     err = b->open(&self->impl, initval, semaphore, cloexec);
     if (err) {
         Py_DECREF(self);
@@ -226,6 +228,8 @@ adopt(PyTypeObject *type, efd_state *st, const efd_backend *b, const int *fds,
         return NULL;
     if (b->syscall_always)
         self->impl.nowait = efd_state_nowait(st);
+    if (b->unblock != NULL)
+        self->impl.bell = efd_state_bell(st);
     err = b->adopt(&self->impl, fds, nfds, semaphore);
     if (err) {
         self->impl.fd = self->impl.wfd = self->impl.shmfd = -1;

@@ -22,7 +22,7 @@
 #include <errno.h>
 #include <sys/stat.h>
 
-#define EFD_PIPE_MAGIC 0x65667005u      /* "ef", pipe, layout 5 (efd.h) */
+#define EFD_PIPE_MAGIC 0x65667006u      /* "ef", pipe, layout 6 (efd.h) */
 
 static int
 pipe_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec)
@@ -72,5 +72,5 @@ pipe_waitspec(efd_impl *impl, int for_write, efd_waitspec *ws)
 const efd_backend efd_backend_pipe = {
     "pipe", 0, pipe_open, pipe_adopt, efd_count_try_read, efd_count_try_write,
     efd_count_try_write_limit, pipe_waitspec, efd_count_peek, efd_count_repair, NULL, NULL, NULL, NULL,
-    NULL, NULL, efd_count_fds, efd_count_close, NULL,
+    NULL, NULL, efd_count_fds, efd_count_close, NULL, NULL,
 };

@@ -784,6 +784,8 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
     else if (!self->closed && result != 1 && op == EFD_OP_READ
              && impl->ops->interrupt != NULL)
         impl->ops->interrupt(impl, 0);  /* pass on a futex wake-up */
+    if (w->kind == EFD_WAITER_BLOCK && impl->ops->unblock != NULL)
+        impl->ops->unblock(impl);       /* owes nobody now (the bell) */
     waiter_end(self, w);
     return result;
 }

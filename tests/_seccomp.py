@@ -47,6 +47,13 @@ Modes
     ``memfd_create`` fails with ``ENOSYS``: a sandbox (or a kernel before
     3.17) where the memory backends' pages come from ``shm_open`` and cannot
     be sealed.
+``"kill-at-shared-futex-wake"``
+    The process is killed (``SECCOMP_RET_KILL_PROCESS``, as by SIGSYS) when
+    it calls ``futex(addr, FUTEX_WAKE, ...)`` on a process-shared word (the
+    operation is exactly ``FUTEX_WAKE``, no private flag): the ``futex``
+    backend's release dies there after it added its units and before it
+    woke anyone -- the death the futex backend's bell is for.  C library
+    and interpreter locks use private futexes and go on.
 
 The filter program
 ------------------
@@ -102,7 +109,8 @@ __all__ = [
 ]
 
 #: Modes accepted by :func:`build_filter` and :func:`install_filter`.
-MODES = ("no-semaphore", "no-eventfd", "no-epoll", "no-memfd")
+MODES = ("no-semaphore", "no-eventfd", "no-epoll", "no-memfd",
+         "kill-at-shared-futex-wake")
 
 #: Exit status of a :func:`run_in_filtered_child` child when the filter could
 #: not be installed because seccomp is unsupported here (the automake "skip"
@@ -124,6 +132,8 @@ PR_GET_NO_NEW_PRIVS = 39
 SECCOMP_MODE_FILTER = 2
 
 SECCOMP_RET_ALLOW = 0x7FFF0000
+SECCOMP_RET_KILL_PROCESS = 0x80000000
+FUTEX_WAKE = 1
 SECCOMP_RET_ERRNO = 0x00050000
 SECCOMP_RET_DATA = 0x0000FFFF
 
@@ -159,9 +169,11 @@ def _off_arg_low32(i):
 # "eventfd" is None where the legacy syscall does not exist.
 _ARCHES = {
     "x86_64": {"audit": AUDIT_ARCH_X86_64, "eventfd": 284, "eventfd2": 290,
-               "epoll_create": 213, "epoll_create1": 291, "memfd_create": 319},
+               "epoll_create": 213, "epoll_create1": 291, "memfd_create": 319,
+               "futex": 202},
     "aarch64": {"audit": AUDIT_ARCH_AARCH64, "eventfd": None, "eventfd2": 19,
-                "epoll_create": None, "epoll_create1": 20, "memfd_create": 279},
+                "epoll_create": None, "epoll_create1": 20, "memfd_create": 279,
+                "futex": 98},
 }  # type: Dict[str, Dict[str, Optional[int]]]
 _ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
 
@@ -222,6 +234,18 @@ def build_filter(mode, machine=None):
     # Jump offsets are relative to the *next* instruction.  Each program ends
     # with [..., RET_ERRNO, RET_ALLOW], so "to ALLOW" / "to ERRNO" offsets are
     # computed from the instruction's index.
+    if mode == "kill-at-shared-futex-wake":
+        prog = [
+            _stmt(ld_abs, _OFF_ARCH),                   # 0: A = arch
+            _jump(jeq, audit, 0, 5),                    # 1: foreign ABI -> 7 ALLOW
+            _stmt(ld_abs, _OFF_NR),                     # 2: A = nr
+            _jump(jeq, info["futex"], 0, 3),            # 3: not futex -> 7 ALLOW
+            _stmt(ld_abs, _off_arg_low32(1)),           # 4: A = (u32)args[1]
+            _jump(jeq, FUTEX_WAKE, 0, 1),               # 5: shared WAKE ? 6 : 7
+            _stmt(ret, SECCOMP_RET_KILL_PROCESS),       # 6: killed
+            _stmt(ret, SECCOMP_RET_ALLOW),              # 7: allow
+        ]
+        return prog
     if mode == "no-semaphore":
         err = SECCOMP_RET_ERRNO | (errno.EINVAL & SECCOMP_RET_DATA)
         prog = [

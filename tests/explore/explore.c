@@ -53,6 +53,8 @@
  *   -k     also explore a death of the running actor at every point
  *   -s S   run only scenario S (default: all)
  *   -P     channels are pipes, never eventfds (impl.chan_eventfd = 0)
+ *   -B     the futex backend without its death bell (impl.bell = 0): its
+ *          sleepers re-check every 100 ms instead
  *   -m N   stop a scenario after N schedules (0: no limit)
  *   -l     list the scenarios
  *   -v     list the points each scenario reached
@@ -106,6 +108,12 @@ struct ex_actor {
     int die;                        /* told to die at its next resume */
     /* the futex model */
     _Atomic uint32_t *word;         /* blocked on it */
+    _Atomic uint32_t *more[3];      /* futex_waitv's other words, or NULL */
+    int woke_on;                    /* futex_waitv: index of the word */
+    /* its robust-list head (the kernel's ABI), which the futex backend's
+     * death bell arms: at its death the model does what the kernel does
+     * with list_op_pending (efd_futex.c) */
+    struct robust_list_head head;
     int has_timeout, timed_out;
     unsigned long wait_order;       /* FIFO among the word's waiters */
     int kind;                       /* in block(): EFD_BLOCK_*, else -1 */
@@ -159,7 +167,7 @@ static struct {
 
 /* The search and the scenario's totals. */
 static struct {
-    int bound, kill, pipe_chan, show_points;
+    int bound, kill, pipe_chan, show_points, no_bell;
     long max_schedules;
     ex_decision dec[MAX_DECISIONS];
     int nreplay;
@@ -355,6 +363,20 @@ efd_explore_alive(long tgid, long tid)
 
 /* ---- the futex model --------------------------------------------------- */
 
+/* Which of its words a blocked actor waits on `word` as (0: the first,
+ * 1.. futex_waitv's others), or -1. */
+static int
+waits_on(const ex_actor *b, _Atomic uint32_t *word)
+{
+    int i;
+    if (b->word == word)
+        return 0;
+    for (i = 0; i < 3; i++)
+        if (b->more[i] == word)
+            return i + 1;
+    return -1;
+}
+
 /* Wake up to n actors blocked on word, oldest first. */
 static long
 model_wake(_Atomic uint32_t *word, uint32_t n)
@@ -365,7 +387,7 @@ model_wake(_Atomic uint32_t *word, uint32_t n)
         int i;
         for (i = 0; i < R.n; i++) {
             ex_actor *b = &R.actors[i];
-            if (b->state == ST_BLOCKED && b->word == word
+            if (b->state == ST_BLOCKED && waits_on(b, word) >= 0
                     && (best == NULL || b->wait_order < best->wait_order))
                 best = b;
         }
@@ -373,6 +395,7 @@ model_wake(_Atomic uint32_t *word, uint32_t n)
             break;
         best->state = ST_RUNNABLE;
         best->timed_out = 0;
+        best->woke_on = waits_on(best, word);
         trace_add(best->id, TR_NOTE, "futex: woken by FUTEX_WAKE", NOVAL);
         woken++;
     }
@@ -402,6 +425,69 @@ model_wait(ex_actor *a, _Atomic uint32_t *word, uint32_t val,
         return -1;
     }
     return 0;
+}
+
+/* futex_waitv on up to 4 words (the futex backend's death bell): the
+ * values are checked and the actor queued on all of them in one step, as
+ * the kernel does. */
+long
+efd_explore_futex_waitv(_Atomic uint32_t *const *words, const uint32_t *vals,
+                        int n, int has_timeout)
+{
+    ex_actor *a = self_actor;
+    int i;
+    if (a == NULL || n < 1 || n > 4) {
+        fprintf(stderr, "explore: futex_waitv outside an actor or with %d "
+                "words\n", n);
+        abort();
+    }
+    efd_explore_point("futex: FUTEX_WAITV");
+    for (i = 0; i < n; i++)
+        if (atomic_load(words[i]) != vals[i]) {
+            note(a, "futex_waitv: EAGAIN (word moved), index", i);
+            errno = EAGAIN;
+            return -1;
+        }
+    a->word = words[0];
+    for (i = 0; i < 3; i++)
+        a->more[i] = i + 1 < n ? words[i + 1] : NULL;
+    a->has_timeout = has_timeout;
+    a->timed_out = 0;
+    a->woke_on = 0;
+    a->wait_order = ++R.wait_clock;
+    a->state = ST_BLOCKED;
+    note(a, "futex_waitv: asleep", NOVAL);
+    yield_to_scheduler(a);
+    a->word = a->more[0] = a->more[1] = a->more[2] = NULL;
+    if (a->timed_out) {
+        errno = ETIMEDOUT;
+        return -1;
+    }
+    return a->woke_on;
+}
+
+struct robust_list_head *
+efd_explore_robust_head(void)
+{
+    return self_actor != NULL ? &self_actor->head : NULL;
+}
+
+/* What the kernel does when a thread dies with its robust list's pending
+ * slot set (handle_futex_death): if the word it names has no owner, wake
+ * one waiter on it. */
+static void
+model_robust_death(ex_actor *a)
+{
+    _Atomic uint32_t *word;
+    if (a->head.list_op_pending == NULL)
+        return;
+    word = (_Atomic uint32_t *)(void *)((char *)a->head.list_op_pending
+                                        + a->head.futex_offset);
+    if ((atomic_load(word) & FUTEX_TID_MASK) == 0) {
+        long n = model_wake(word, 1);
+        trace_add(a->id, TR_NOTE, "kernel: its pending robust op rings "
+                  "the bell; woke", n);
+    }
 }
 
 long
@@ -484,6 +570,16 @@ act_release_limit(ex_actor *a, uint64_t n, uint64_t limit)
     return err;
 }
 
+/* The wait is over (what efd_wait() does last): it owes nobody now. */
+static void
+act_unblock(ex_actor *a)
+{
+    if (R.impl.ops->unblock != NULL) {
+        note(a, "> unblock", NOVAL);
+        R.impl.ops->unblock(&R.impl);
+    }
+}
+
 /* One sleep in block(); counts a timeout.  Returns its error. */
 static int
 act_block(ex_actor *a, int kind, uint32_t ticket, int *timeouts)
@@ -512,6 +608,7 @@ act_acquire(ex_actor *a)
         uint32_t t = EX_TICKET(impl, EFD_BLOCK_READ);
         int err;
         if (act_try_read(a) == 0) {
+            act_unblock(a);
             note(a, "< acquire: took a unit", NOVAL);
             return 0;
         }
@@ -525,6 +622,7 @@ act_acquire(ex_actor *a)
      * for (what efd_wait() does). */
     note(a, "> interrupt(0): pass a wake-up on", NOVAL);
     impl->ops->interrupt(impl, 0);
+    act_unblock(a);
     a->gave_up++;
     note(a, "< acquire: gave up", NOVAL);
     return EAGAIN;
@@ -542,6 +640,7 @@ act_watch(ex_actor *a)
         int err;
         (void)impl->ops->peek(impl, &v);
         if (v > 0) {
+            act_unblock(a);
             note(a, "< wait: ready, count", (long long)v);
             return 0;
         }
@@ -551,6 +650,7 @@ act_watch(ex_actor *a)
         if (err && err != ETIMEDOUT)
             break;
     }
+    act_unblock(a);
     note(a, "< wait: gave up", NOVAL);
     return EAGAIN;
 }
@@ -592,12 +692,16 @@ check_quiet(void)
         if (a->state != ST_BLOCKED)
             continue;
         S.lost++;
-        if (R.died < 0)
+        /* Without the death bell a death may cost a re-check; with it,
+         * the kernel rings for the dead, and nothing may. */
+        if (R.died < 0 || R.impl.bell)
             violation(V_LOST, "lost wake-up: %c sleeps in FUTEX_WAIT (%s) with "
                       "count %llu and nobody left to wake it (only its "
-                      "%d ms re-check frees it)", a->name,
+                      "%d ms re-check, or its own deadline, frees it)%s",
+                      a->name,
                       a->kind == EFD_BLOCK_READY ? "watcher" : "reader",
-                      (unsigned long long)count, EFD_RECHECK_MS);
+                      (unsigned long long)count, EFD_RECHECK_MS,
+                      R.died >= 0 ? " after a death" : "");
     }
 }
 
@@ -735,6 +839,7 @@ apply(const ex_opt *o)
         sem_post(&a->go);
         sched_wait();
         join_if_gone(a);
+        model_robust_death(a);
         S.deaths++;
         break;
     case OPT_TIMEOUT:
@@ -763,6 +868,7 @@ open_object(const ex_scenario *sc)
     memset(&R.impl, 0, sizeof(R.impl));
     R.impl.ops = sc->backend;
     R.impl.chan_eventfd = !S.pipe_chan;
+    R.impl.bell = !S.no_bell;
     R.impl.nowait = 1;
     R.impl.proc = &proc_zero;
     R.impl.fd = R.impl.wfd = R.impl.shmfd = -1;
@@ -785,6 +891,8 @@ start_actors(const ex_scenario *sc)
         a->body = sc->bodies[i];
         a->kind = -1;
         a->state = ST_RUNNABLE;
+        a->head.list.next = &a->head.list;
+        a->head.futex_offset = -24;     /* glibc's, on x86-64 */
         sem_init(&a->go, 0, 0);
         if ((err = pthread_create(&a->thread, NULL, actor_main, a)) != 0)
             die_setup("pthread_create", err);
@@ -979,7 +1087,7 @@ pin_to_one_cpu(void)
 static void
 usage(void)
 {
-    fprintf(stderr, "usage: explore [-p BOUND] [-k] [-s SCENARIO] [-P] "
+    fprintf(stderr, "usage: explore [-p BOUND] [-k] [-s SCENARIO] [-P] [-B] "
             "[-m MAX] [-l] [-v]\n");
     exit(2);
 }
@@ -991,12 +1099,13 @@ main(int argc, char **argv)
     int opt, i, failed = 0, ran = 0;
 
     S.bound = 2;
-    while ((opt = getopt(argc, argv, "p:ks:Pm:lv")) != -1) {
+    while ((opt = getopt(argc, argv, "p:ks:PBm:lv")) != -1) {
         switch (opt) {
         case 'p': S.bound = atoi(optarg); break;
         case 'k': S.kill = 1; break;
         case 's': only = optarg; break;
         case 'P': S.pipe_chan = 1; break;
+        case 'B': S.no_bell = 1; break;
         case 'm': S.max_schedules = atol(optarg); break;
         case 'v': S.show_points = 1; break;
         case 'l':
