@@ -262,6 +262,11 @@ void efd_count_arm(efd_impl *impl);
 int efd_count_fds(efd_impl *impl, int *out, int max);
 void efd_count_close(efd_impl *impl);
 
+/* A number that is this process's and another in every child, however it
+ * was made (a bare clone included): one load where the kernel has
+ * MADV_WIPEONFORK, else getpid() (efd_shm.c). */
+uint64_t efd_process_epoch(void);
+
 /* Close an fd, retrying nothing (POSIX leaves the fd closed on EINTR). */
 void efd_close_fd(int *fd);
 

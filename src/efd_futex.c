@@ -126,13 +126,17 @@ efd_futex_probe(void)
  * one (a C library that registers none) goes without the bell: the probe
  * says so and the sleepers re-check.  The pointer to the thread's head is
  * kept per thread (it is the thread's for its whole life; a fork child's
- * thread gets the same address back from glibc). */
+ * thread gets the same address back from glibc).  A child made by a bare
+ * clone system call has none (the kernel drops them, and no C library
+ * code runs to register them again): its first operation in the new
+ * process (efd_process_epoch() moved) finds that out and registers a head
+ * of ours for the thread (robust_head). */
 
 #if !defined(SYS_futex_waitv) && (defined(__x86_64__) || defined(__aarch64__))
 #  define SYS_futex_waitv 449
 #endif
 
-#if defined(SYS_futex_waitv) && defined(SYS_get_robust_list)
+#if defined(SYS_futex_waitv) && defined(SYS_get_robust_list) && defined(SYS_set_robust_list)
 
 /* struct futex_waitv (Linux 5.16), spelled out for older headers. */
 struct bell_waitv {
@@ -144,21 +148,44 @@ struct bell_waitv {
 #define BELL_SIZE_U32 0x02              /* FUTEX2_SIZE_U32; shared */
 
 #ifndef EFD_EXPLORE
+/* Per thread: its head, and the process epoch it was found in. */
 static __thread struct robust_list_head *bell_head;
+static __thread uint64_t bell_epoch;
+/* A head of our own, for a thread the C library registered none for. */
+static __thread struct robust_list_head bell_own;
 #endif
 
+/* This thread's robust-list head, or NULL.  Cached per thread, and asked
+ * of the kernel again in a new process (a fork child's thread may have
+ * none: the kernel drops the lists of a child made by a bare clone system
+ * call, and only the C library's fork registers them again) or when
+ * `fresh` (a sleeper, once per sleep).  A thread with none gets one of
+ * ours: nobody else uses its list (the C library would have registered
+ * it), and the kernel then rings for its death too. */
 static struct robust_list_head *
-robust_head(void)
+robust_head(int fresh)
 {
 #ifdef EFD_EXPLORE
+    (void)fresh;
     return efd_explore_robust_head();
 #else
-    if (bell_head == NULL) {
+    uint64_t epoch = efd_process_epoch();
+    if (bell_head == NULL || fresh || bell_epoch != epoch) {
         struct robust_list_head *head = NULL;
         size_t len = 0;
-        if (syscall(SYS_get_robust_list, 0, &head, &len) == 0
-                && len == sizeof(*head))
-            bell_head = head;
+        if (syscall(SYS_get_robust_list, 0, &head, &len) != 0
+                || len != sizeof(*head))
+            head = NULL;
+        if (head == NULL) {
+            bell_own.list.next = &bell_own.list;
+            bell_own.futex_offset = 0;
+            bell_own.list_op_pending = NULL;
+            if (syscall(SYS_set_robust_list, &bell_own,
+                        sizeof(bell_own)) == 0)
+                head = &bell_own;
+        }
+        bell_head = head;
+        bell_epoch = epoch;
     }
     return bell_head;
 #endif
@@ -167,9 +194,9 @@ robust_head(void)
 /* Point this thread's pending slot at the page's bell; returns what was
  * there (NULL if the thread has no robust list: nothing armed). */
 static struct robust_list *
-bell_arm(struct efd_count *c, struct robust_list **prev)
+bell_arm(struct efd_count *c, struct robust_list **prev, int fresh)
 {
-    struct robust_list_head *head = robust_head();
+    struct robust_list_head *head = robust_head(fresh);
     struct robust_list *entry;
     if (head == NULL)
         return NULL;
@@ -187,7 +214,7 @@ static void
 bell_restore(struct robust_list *ours, struct robust_list *prev)
 {
     struct robust_list_head *head;
-    if (ours == NULL || (head = robust_head()) == NULL)
+    if (ours == NULL || (head = robust_head(0)) == NULL)
         return;
     atomic_signal_fence(memory_order_seq_cst);
     if (head->list_op_pending == ours)
@@ -251,7 +278,7 @@ efd_bell_probe(void)
     atomic_store(&probe.bell, 0);
     atomic_store(&probe.count, 0);
     atomic_store(&probe.seq, 1);
-    if (robust_head() == NULL)
+    if (robust_head(1) == NULL)
         return 0;
     return bell_wait(&probe, &probe.seq, 0, 0) < 0 && errno == EAGAIN;
 #endif
@@ -261,9 +288,10 @@ efd_bell_probe(void)
 
 struct robust_list;
 static struct robust_list *
-bell_arm(struct efd_count *c, struct robust_list **prev)
+bell_arm(struct efd_count *c, struct robust_list **prev, int fresh)
 {
     (void)c;
+    (void)fresh;
     *prev = NULL;
     return NULL;
 }
@@ -410,7 +438,7 @@ fx_try_write_limit(efd_impl *impl, uint64_t value, uint64_t limit)
     /* From before the add until after the wake-ups, this thread may owe
      * sleepers one: the bell rings if it dies meanwhile. */
     if (impl->bell)
-        ours = bell_arm(impl->cnt, &prev);
+        ours = bell_arm(impl->cnt, &prev, 0);
     err = efd_count_try_write_limit(impl, value, limit);        /* W1 */
     if (err == 0 && value > 0)
         /* After the count (sequentially consistent): a sleeper that
@@ -464,7 +492,10 @@ block_on_bell(efd_impl *impl, int kind, uint32_t ticket, int ms,
     struct robust_list *prev;
     long woke;
     int err = 0;
-    (void)bell_arm(c, &prev);
+    /* A thread that has no robust list and can get none cannot ring: it
+     * looks again every EFD_RECHECK_MS, as without the bell. */
+    if (bell_arm(c, &prev, 1) == NULL && (ms < 0 || ms > EFD_RECHECK_MS))
+        ms = EFD_RECHECK_MS;
     woke = bell_wait(c, word_of(c, kind), ticket, ms);          /* S5 */
     if (woke < 0 && errno != EAGAIN)
         err = errno;
@@ -544,7 +575,7 @@ static void
 fx_unblock(efd_impl *impl)
 {
     struct robust_list_head *head;
-    if (!impl->bell || (head = robust_head()) == NULL)
+    if (!impl->bell || (head = robust_head(0)) == NULL)
         return;
     bell_restore((struct robust_list *)((char *)&impl->cnt->bell
                                         - head->futex_offset), NULL);

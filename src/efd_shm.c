@@ -389,6 +389,7 @@ beacon_child(void)
  * wipe-on-fork page where there is one (zero there: a new child, which
  * draws its own), else getpid(). */
 static _Atomic uint64_t *beacon_wipe;
+static void beacon_init(void);
 
 static uint64_t
 beacon_epoch_draw(void)
@@ -413,6 +414,13 @@ beacon_epoch(void)
     uint64_t e = beacon_wipe ? atomic_load_explicit(beacon_wipe,
                                                     memory_order_relaxed) : 0;
     return e != 0 ? e : beacon_epoch_draw();
+}
+
+uint64_t
+efd_process_epoch(void)
+{
+    pthread_once(&beacon_once, beacon_init);
+    return beacon_epoch();
 }
 
 static void
