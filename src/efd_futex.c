@@ -132,6 +132,12 @@ efd_futex_probe(void)
  * process (efd_process_epoch() moved) finds that out and registers a head
  * of ours for the thread (robust_head). */
 
+/* What bell_arm() did, for bell_restore(). */
+struct bell_arming {
+    struct robust_list_head *head;      /* NULL: nothing armed */
+    struct robust_list *ours, *prev;    /* the bell's entry; what was there */
+};
+
 #if !defined(SYS_futex_waitv) && (defined(__x86_64__) || defined(__aarch64__))
 #  define SYS_futex_waitv 449
 #endif
@@ -191,34 +197,32 @@ robust_head(int fresh)
 #endif
 }
 
-/* Point this thread's pending slot at the page's bell; returns what was
- * there (NULL if the thread has no robust list: nothing armed). */
-static struct robust_list *
-bell_arm(struct efd_count *c, struct robust_list **prev, int fresh)
+/* Point this thread's pending slot at the page's bell, noting in *a what
+ * was there (a->head NULL: the thread has no robust list, nothing armed). */
+static void
+bell_arm(struct efd_count *c, struct bell_arming *a, int fresh)
 {
     struct robust_list_head *head = robust_head(fresh);
-    struct robust_list *entry;
+    a->head = head;
     if (head == NULL)
-        return NULL;
+        return;
     /* The kernel reads the word at entry + futex_offset. */
-    entry = (struct robust_list *)((char *)&c->bell - head->futex_offset);
-    *prev = head->list_op_pending;
-    head->list_op_pending = entry;
+    a->ours = (struct robust_list *)((char *)&c->bell - head->futex_offset);
+    a->prev = head->list_op_pending;
+    head->list_op_pending = a->ours;
     atomic_signal_fence(memory_order_seq_cst);
     EFD_POINT("bell: armed");
-    return entry;
 }
 
 /* Put back what bell_arm() found, if the slot still holds ours. */
 static void
-bell_restore(struct robust_list *ours, struct robust_list *prev)
+bell_restore(const struct bell_arming *a)
 {
-    struct robust_list_head *head;
-    if (ours == NULL || (head = robust_head(0)) == NULL)
+    if (a->head == NULL)
         return;
     atomic_signal_fence(memory_order_seq_cst);
-    if (head->list_op_pending == ours)
-        head->list_op_pending = prev;
+    if (a->head->list_op_pending == a->ours)
+        a->head->list_op_pending = a->prev;
     EFD_POINT("bell: disarmed");
 }
 
@@ -286,20 +290,23 @@ efd_bell_probe(void)
 
 #else  /* no futex_waitv or robust lists in these headers */
 
-struct robust_list;
-static struct robust_list *
-bell_arm(struct efd_count *c, struct robust_list **prev, int fresh)
+static void
+bell_arm(struct efd_count *c, struct bell_arming *a, int fresh)
 {
     (void)c;
     (void)fresh;
-    *prev = NULL;
-    return NULL;
+    a->head = NULL;
 }
 static void
-bell_restore(struct robust_list *ours, struct robust_list *prev)
+bell_restore(const struct bell_arming *a)
 {
-    (void)ours;
-    (void)prev;
+    (void)a;
+}
+static struct robust_list_head *
+robust_head(int fresh)
+{
+    (void)fresh;
+    return NULL;
 }
 static long
 bell_wait(struct efd_count *c, _Atomic uint32_t *word, uint32_t t, int ms)
@@ -433,12 +440,12 @@ wake_after_add(struct efd_count *c, int readers)
 static int
 fx_try_write_limit(efd_impl *impl, uint64_t value, uint64_t limit)
 {
-    struct robust_list *prev = NULL, *ours = NULL;
+    struct bell_arming arming = { NULL, NULL, NULL };
     int err;
     /* From before the add until after the wake-ups, this thread may owe
      * sleepers one: the bell rings if it dies meanwhile. */
     if (impl->bell)
-        ours = bell_arm(impl->cnt, &prev, 0);
+        bell_arm(impl->cnt, &arming, 0);
     err = efd_count_try_write_limit(impl, value, limit);        /* W1 */
     if (err == 0 && value > 0)
         /* After the count (sequentially consistent): a sleeper that
@@ -446,7 +453,7 @@ fx_try_write_limit(efd_impl *impl, uint64_t value, uint64_t limit)
          * itself after it sees the units. */
         wake_after_add(impl->cnt, !impl->semaphore ? 1
                        : value < INT_MAX ? (int)value : INT_MAX);
-    bell_restore(ours, prev);
+    bell_restore(&arming);
     return err;
 }
 
@@ -489,12 +496,13 @@ block_on_bell(efd_impl *impl, int kind, uint32_t ticket, int ms,
               _Atomic uint64_t *who, uint32_t epoch)
 {
     struct efd_count *c = impl->cnt;
-    struct robust_list *prev;
+    struct bell_arming arming;
     long woke;
     int err = 0;
     /* A thread that has no robust list and can get none cannot ring: it
      * looks again every EFD_RECHECK_MS, as without the bell. */
-    if (bell_arm(c, &prev, 1) == NULL && (ms < 0 || ms > EFD_RECHECK_MS))
+    bell_arm(c, &arming, 1);
+    if (arming.head == NULL && (ms < 0 || ms > EFD_RECHECK_MS))
         ms = EFD_RECHECK_MS;
     woke = bell_wait(c, word_of(c, kind), ticket, ms);          /* S5 */
     if (woke < 0 && errno != EAGAIN)
@@ -574,11 +582,13 @@ fx_interrupt(efd_impl *impl, int all)
 static void
 fx_unblock(efd_impl *impl)
 {
-    struct robust_list_head *head;
-    if (!impl->bell || (head = robust_head(0)) == NULL)
+    struct bell_arming a;
+    if (!impl->bell || (a.head = robust_head(0)) == NULL)
         return;
-    bell_restore((struct robust_list *)((char *)&impl->cnt->bell
-                                        - head->futex_offset), NULL);
+    a.ours = (struct robust_list *)((char *)&impl->cnt->bell
+                                    - a.head->futex_offset);
+    a.prev = NULL;
+    bell_restore(&a);
 }
 
 static int
