@@ -67,6 +67,10 @@ struct efd_count {
      * slot at it, and the kernel wakes one sleeper on it if that thread
      * dies (efd_futex.c). */
     _Atomic uint32_t bell;
+    /* futex backend: objects open in processes where the bell does not
+     * work (their deaths ring for nobody): while any is, everyone's
+     * sleepers look again every EFD_RECHECK_MS (efd_futex.c). */
+    _Atomic uint32_t unbelled;
 };
 #define EFD_SYNC_TOKEN 1u
 #define EFD_SYNC_LOCKED 2u
@@ -101,6 +105,9 @@ typedef struct efd_impl {
      * sleep without a time limit; 0 if they look again every
      * EFD_RECHECK_MS instead. */
     int bell;
+    /* futex backend, where bell == 0: the process epoch in which this
+     * object was counted in the page's `unbelled` (0: not counted). */
+    uint64_t unbelled_epoch;
     /* eventfd-readback: units a semaphore read took but could not write
      * back yet (the counter was full), and the process (`proc`) they belong
      * to: a fork child starts with none (its parent gives them back). */

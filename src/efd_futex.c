@@ -117,6 +117,20 @@ efd_futex_probe(void)
  * finds them does not sleep.  The interleaving explorer found the gap
  * this closes (tests/explore, futex-sleeper-aba with deaths).
  *
+ * Every process must ring for its deaths, or the others must look for
+ * themselves: an object open in a process where the bell does not work
+ * (an older kernel's container profile that refuses futex_waitv, say) is
+ * counted in the page's `unbelled`, and while that count is not 0 every
+ * sleeper looks again every EFD_RECHECK_MS, as without the bell.  Such a
+ * process counts itself before its first operation on the object (at
+ * open or adoption, and again in a fork child: unbelled_check) and wakes
+ * every sleeper, so that none sleeps on without a limit; its close()
+ * takes itself off.  A process whose probe said yes but that finds
+ * otherwise later (a thread with no robust list it can get, futex_waitv
+ * refused by a sandbox a fork child installed) demotes itself the same
+ * way before it goes on (bell_demote).  A bell-less process killed with the object open stays
+ * counted: the others keep re-checking, the safe side.
+ *
  * The slot is glibc's too: glibc sets it during a robust mutex's lock and
  * unlock, and clears it after.  Our windows hold no such mutex, and take
  * the slot only for steps of our own (a signal handler that locks a robust
@@ -437,6 +451,35 @@ wake_after_add(struct efd_count *c, int readers)
         wake(&c->seq, &c->sleepers, w, readers);
 }
 
+static void fx_interrupt(efd_impl *impl, int all);
+
+/* A process without the bell: count this object in `unbelled` once per
+ * process (a fork child counts its copy again), and wake every sleeper so
+ * that each takes up re-checking (a sleeper that read `unbelled` before
+ * the add has a ticket older than the words' bump). */
+static void
+unbelled_check(efd_impl *impl)
+{
+    uint64_t epoch;
+    if (impl->bell || impl->cnt == NULL
+            || impl->unbelled_epoch == (epoch = efd_process_epoch()))
+        return;
+    impl->unbelled_epoch = epoch;
+    atomic_fetch_add(&impl->cnt->unbelled, 1);
+    fx_interrupt(impl, 1);
+}
+
+/* This process found it cannot ring for this object after all (a thread
+ * with no robust list it can get; futex_waitv refused -- a sandbox
+ * installed after the probe, in a fork child): go on without the bell,
+ * counted in `unbelled`, before anything it does could leave a debt. */
+static void
+bell_demote(efd_impl *impl)
+{
+    impl->bell = 0;
+    unbelled_check(impl);
+}
+
 static int
 fx_try_write_limit(efd_impl *impl, uint64_t value, uint64_t limit)
 {
@@ -444,8 +487,13 @@ fx_try_write_limit(efd_impl *impl, uint64_t value, uint64_t limit)
     int err;
     /* From before the add until after the wake-ups, this thread may owe
      * sleepers one: the bell rings if it dies meanwhile. */
-    if (impl->bell)
+    if (impl->bell) {
         bell_arm(impl->cnt, &arming, 0);
+        if (arming.head == NULL)
+            bell_demote(impl);
+    }
+    else
+        unbelled_check(impl);
     err = efd_count_try_write_limit(impl, value, limit);        /* W1 */
     if (err == 0 && value > 0)
         /* After the count (sequentially consistent): a sleeper that
@@ -499,12 +547,20 @@ block_on_bell(efd_impl *impl, int kind, uint32_t ticket, int ms,
     struct bell_arming arming;
     long woke;
     int err = 0;
-    /* A thread that has no robust list and can get none cannot ring: it
-     * looks again every EFD_RECHECK_MS, as without the bell. */
+    /* A thread that has no robust list and can get none cannot ring. */
     bell_arm(c, &arming, 1);
-    if (arming.head == NULL && (ms < 0 || ms > EFD_RECHECK_MS))
-        ms = EFD_RECHECK_MS;
+    if (arming.head == NULL) {
+        sleep_leave(who, epoch);
+        bell_demote(impl);
+        return 0;                       /* look again, without the bell */
+    }
     woke = bell_wait(c, word_of(c, kind), ticket, ms);          /* S5 */
+    if (woke < 0 && (errno == ENOSYS || errno == EPERM)) {
+        bell_restore(&arming);
+        sleep_leave(who, epoch);
+        bell_demote(impl);
+        return 0;
+    }
     if (woke < 0 && errno != EAGAIN)
         err = errno;
     EFD_POINT("block: back");
@@ -533,7 +589,12 @@ fx_block(efd_impl *impl, int kind, uint32_t ticket, int ms)
             ms = 5;
     }
     else {
-        if (!impl->bell && (ms < 0 || ms > EFD_RECHECK_MS))
+        unbelled_check(impl);
+        /* Without the bell here or in any process that has the object
+         * open, look again every EFD_RECHECK_MS.  (After the ticket: see
+         * unbelled_check.) */
+        if ((!impl->bell || atomic_load(&c->unbelled) > 0)
+                && (ms < 0 || ms > EFD_RECHECK_MS))
             ms = EFD_RECHECK_MS;
         who = kind == EFD_BLOCK_READY ? &c->watchers : &c->sleepers;
         epoch = sleep_enter(who);                               /* S3 */
@@ -598,20 +659,40 @@ fx_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec)
     int err = efd_futex_probe();
     if (err)
         return err;
-    return efd_count_open(impl, initval, semaphore, cloexec, EFD_FUTEX_MAGIC,
-                          0, 0);
+    impl->unbelled_epoch = 0;
+    err = efd_count_open(impl, initval, semaphore, cloexec, EFD_FUTEX_MAGIC,
+                         0, 0);
+    if (err == 0)
+        unbelled_check(impl);
+    return err;
 }
 
 static int
 fx_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore)
 {
-    return efd_count_adopt(impl, fds, nfds, semaphore, EFD_FUTEX_MAGIC);
+    int err;
+    impl->unbelled_epoch = 0;
+    err = efd_count_adopt(impl, fds, nfds, semaphore, EFD_FUTEX_MAGIC);
+    if (err == 0)
+        unbelled_check(impl);
+    return err;
+}
+
+static void
+fx_close(efd_impl *impl)
+{
+    /* Counted in `unbelled` by this process: take it off. */
+    if (impl->cnt != NULL && impl->unbelled_epoch != 0
+            && impl->unbelled_epoch == efd_process_epoch())
+        atomic_fetch_sub(&impl->cnt->unbelled, 1);
+    impl->unbelled_epoch = 0;
+    efd_count_close(impl);
 }
 
 const efd_backend efd_backend_futex = {
     "futex", 0, fx_open, fx_adopt, efd_count_try_read, fx_try_write,
     fx_try_write_limit, fx_waitspec, efd_count_peek, efd_count_repair, NULL, efd_count_arm,
-    fx_ticket, fx_block, fx_interrupt, NULL, efd_count_fds, efd_count_close,
+    fx_ticket, fx_block, fx_interrupt, NULL, efd_count_fds, fx_close,
     NULL, fx_unblock,
 };
 

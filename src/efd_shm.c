@@ -570,6 +570,12 @@ beacon_check_inherited(void)
 }
 #else
 static void beacon_drop(efd_impl *impl) { (void)impl; }
+
+uint64_t
+efd_process_epoch(void)
+{
+    return (uint64_t)getpid();
+}
 #endif
 
 /* Whether the holder the word names lives. */

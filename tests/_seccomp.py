@@ -47,6 +47,10 @@ Modes
     ``memfd_create`` fails with ``ENOSYS``: a sandbox (or a kernel before
     3.17) where the memory backends' pages come from ``shm_open`` and cannot
     be sealed.
+``"no-futex-waitv"``
+    ``futex_waitv`` fails with ``ENOSYS``: a kernel before 5.16, or a
+    container profile older than the call, where the ``futex`` backend
+    goes without its death bell.
 ``"kill-at-shared-futex-wake"``
     The process is killed (``SECCOMP_RET_KILL_PROCESS``, as by SIGSYS) when
     it calls ``futex(addr, FUTEX_WAKE, ...)`` on a process-shared word (the
@@ -110,7 +114,7 @@ __all__ = [
 
 #: Modes accepted by :func:`build_filter` and :func:`install_filter`.
 MODES = ("no-semaphore", "no-eventfd", "no-epoll", "no-memfd",
-         "kill-at-shared-futex-wake")
+         "no-futex-waitv", "kill-at-shared-futex-wake")
 
 #: Exit status of a :func:`run_in_filtered_child` child when the filter could
 #: not be installed because seccomp is unsupported here (the automake "skip"
@@ -170,10 +174,10 @@ def _off_arg_low32(i):
 _ARCHES = {
     "x86_64": {"audit": AUDIT_ARCH_X86_64, "eventfd": 284, "eventfd2": 290,
                "epoll_create": 213, "epoll_create1": 291, "memfd_create": 319,
-               "futex": 202},
+               "futex": 202, "futex_waitv": 449},
     "aarch64": {"audit": AUDIT_ARCH_AARCH64, "eventfd": None, "eventfd2": 19,
                 "epoll_create": None, "epoll_create1": 20, "memfd_create": 279,
-                "futex": 98},
+                "futex": 98, "futex_waitv": 449},
 }  # type: Dict[str, Dict[str, Optional[int]]]
 _ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
 
@@ -258,12 +262,14 @@ def build_filter(mode, machine=None):
             _stmt(ret, err),                            # 6: return -EINVAL
             _stmt(ret, SECCOMP_RET_ALLOW),              # 7: allow
         ]
-    else:  # "no-eventfd", "no-epoll", "no-memfd": these fail with ENOSYS
+    else:  # "no-eventfd", "no-epoll", "no-memfd", "no-futex-waitv": ENOSYS
         err = SECCOMP_RET_ERRNO | (errno.ENOSYS & SECCOMP_RET_DATA)
         if mode == "no-eventfd":
             nrs = [nr_eventfd2, nr_eventfd]
         elif mode == "no-memfd":
             nrs = [info["memfd_create"]]
+        elif mode == "no-futex-waitv":
+            nrs = [info["futex_waitv"]]
         else:
             nrs = [info["epoll_create1"], info["epoll_create"]]
         nrs = [nr for nr in nrs if nr is not None]

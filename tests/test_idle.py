@@ -111,17 +111,30 @@ def test_an_idle_waiter_does_not_wake(backend, run_py):
     assert "ok" in proc.stdout
 
 
-_KILLED_RELEASER = '''
+_KILLED_RELEASER = """
     import _seccomp
-    ev = efd.EventFD(0, semaphore=True, backend="futex")
+    if EVENT:
+        obj = efd.Event(backend="futex")
+        ev = obj._ev
+        wait = lambda: obj.wait(10)
+        give = obj.set
+    else:
+        ev = efd.EventFD(0, semaphore=True, backend="futex")
+        wait = lambda: ev.acquire(timeout=10)
+        give = lambda: ev.release(UNITS)
     r, w = os.pipe()
-    waiter = os.fork()
-    if waiter == 0:
-        try:
-            got = ev.acquire(timeout=10)
-            os.write(w, repr((got, ev._wakeups())).encode())
-        finally:
-            os._exit(0)
+    waiters = []
+    for _ in range(WAITERS):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                t0 = time.monotonic()
+                got = wait()
+                os.write(w, (repr((got, ev._wakeups(), time.monotonic() - t0))
+                             + "\\n").encode())
+            finally:
+                os._exit(0)
+        waiters.append(pid)
     time.sleep(0.5)                         # asleep, counted in the page
     if RAW is None:
         releaser = os.fork()
@@ -134,44 +147,151 @@ _KILLED_RELEASER = '''
         check(releaser >= 0, "clone: errno %d" % ctypes.get_errno())
     if releaser == 0:
         _seccomp.install_filter("kill-at-shared-futex-wake")
-        ev.release()                        # killed at its FUTEX_WAKE
+        give()                              # killed at its FUTEX_WAKE
         os._exit(0)
     _, status = os.waitpid(releaser, 0)
     check(os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGSYS,
           "the releaser was not killed at its wake-up: status %r" % status)
     os.close(w)
-    check(until(lambda: readable(r), 10 + SLACK), "the waiter got nothing")
-    got, (woken, rechecks) = eval(os.read(r, 200))
-    os.waitpid(waiter, 0)
-    check(got is True, "the waiter's acquire: %r" % got)
-    if BELL:
-        # Woken (by the kernel's ring), not found at a re-check.
-        check(rechecks == 0 and woken >= 1,
-              "woken %d, re-checks %d: the bell did not ring" % (woken, rechecks))
-    check(ev._peek() == 0, "count %r" % ev._peek())
-    print("ok", woken, rechecks)
-'''
-
+    results, buf = [], b""
+    end = time.monotonic() + 10 + SLACK
+    expected = WAITERS if EVENT else min(UNITS, WAITERS)
+    while len(results) < expected and time.monotonic() < end:
+        if readable(r):
+            chunk = os.read(r, 4096)
+            if not chunk:
+                break
+            buf += chunk
+            *lines, buf = buf.split(b"\\n")
+            results += [eval(line) for line in lines]
+        else:
+            time.sleep(0.01)
+    check(len(results) == expected, "%d of %d waiters got it: %r"
+          % (len(results), expected, results))
+    for pid in waiters:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    for got, (woken, rechecks), dt in results:
+        check(got is True, "a wait ended with %r" % got)
+        if BELL:
+            # Woken (by the ring, or by the one it woke), not found at a
+            # re-check -- and not at the 10 s deadline.
+            check(rechecks == 0 and woken >= 1 and dt < 10,
+                  "woken %d, re-checks %d after %.2f s: the bell did not "
+                  "ring" % (woken, rechecks, dt))
+    if not EVENT:
+        check(ev._peek() == UNITS - expected, "count %r" % ev._peek())
+    print("ok", results)
+"""
 
 RAW_CLONE = {"x86_64": 56, "aarch64": 220}.get(platform.machine())
 
 
-@pytest.mark.parametrize("how", ["os.fork", "raw clone"])
-def test_a_releaser_killed_before_its_wake_up_rings_the_bell(run_py, how):
-    """A releaser killed between its add and its FUTEX_WAKE: the waiter
-    gets the unit, woken by the kernel (with the bell) or at its next
-    re-check (without) -- also when the releaser is a child made by a bare
-    clone system call, whose thread the kernel gives no robust list."""
+def _needs_seccomp_and_futex():
     ok, why = _seccomp.supported()
     if not ok:
         pytest.skip(why)
-    if how == "raw clone" and RAW_CLONE is None:
-        pytest.skip("no raw clone number for %s" % platform.machine())
     from conftest import backend_unavailable
     why = backend_unavailable("futex", semaphore=True)
     if why:
         pytest.skip(why)
+
+
+@pytest.mark.parametrize("what,waiters,units,event,how", [
+    ("release(1), one waiter", 1, 1, False, "os.fork"),
+    ("release(1), one waiter", 1, 1, False, "raw clone"),
+    ("release(2), three waiters", 3, 2, False, "os.fork"),
+    ("Event.set(), three watchers", 3, 0, True, "os.fork"),
+])
+def test_a_releaser_killed_before_its_wake_up_rings_the_bell(
+        run_py, what, waiters, units, event, how):
+    """A releaser killed between its add and its FUTEX_WAKE: the waiters it
+    owed get their units (a set event), woken by the kernel's ring -- the
+    one it wakes wakes the rest -- with the bell, or at their next re-check
+    without; also when the releaser is a child made by a bare clone system
+    call, whose thread the kernel gives no robust list."""
+    _needs_seccomp_and_futex()
+    if how == "raw clone" and RAW_CLONE is None:
+        pytest.skip("no raw clone number for %s" % platform.machine())
     proc = run_py(child_code(_KILLED_RELEASER, BELL=_bell("futex"),
+                             WAITERS=waiters, UNITS=units, EVENT=event,
                              RAW=RAW_CLONE if how == "raw clone" else None),
                   timeout=60)
     assert "ok" in proc.stdout
+
+
+_PEER_WITHOUT_BELL = """
+    import subprocess
+    sem = efd.Semaphore(0, backend="futex")
+    r, w = os.pipe()
+    waiter = os.fork()
+    if waiter == 0:
+        try:
+            t0 = time.monotonic()
+            got = sem.acquire(timeout=10)
+            os.write(w, repr((got, time.monotonic() - t0)).encode())
+        finally:
+            os._exit(0)
+    time.sleep(0.5)                         # asleep, trusting the bell
+    h = sem.handle()
+    peer = subprocess.run([sys.executable, "-c", PEER, str(h)],
+                          pass_fds=h.fds, capture_output=True, text=True,
+                          timeout=30)
+    check(peer.returncode == -signal.SIGSYS and "bell False" in peer.stdout,
+          "the peer: %r %r %r" % (peer.returncode, peer.stdout, peer.stderr))
+    os.close(w)
+    check(until(lambda: readable(r), 10 + SLACK), "no word from the waiter")
+    got, dt = eval(os.read(r, 200))
+    os.waitpid(waiter, 0)
+    # Not at its 10 s deadline: the peer's arrival woke it, and from then
+    # on it looked every 100 ms.
+    check(got is True and dt < 5, "the waiter: %r after %.2f s" % (got, dt))
+    print("ok")
+"""
+
+_PEER = """
+import sys
+sys.path.insert(0, %r)
+import _seccomp
+_seccomp.install_filter("no-futex-waitv")
+import efd
+print("bell", efd._efd._probe()["death_bell"], flush=True)
+sem = efd.from_handle(sys.argv[1])
+_seccomp.install_filter("kill-at-shared-futex-wake")
+sem.release()
+"""
+
+
+def test_a_peer_without_the_bell_keeps_the_others_looking(run_py):
+    """A process where the bell does not work (futex_waitv refused, as by
+    a container profile older than the call) adopts the object and is
+    killed at its release's FUTEX_WAKE: the waiter of a process with the
+    bell, which slept without a limit, gets the unit -- the peer's arrival
+    made everyone re-check, since its deaths ring for nobody."""
+    _needs_seccomp_and_futex()
+    if not _bell("futex"):
+        pytest.skip("no death bell here: everyone re-checks anyway")
+    import os
+    tests = os.path.dirname(os.path.abspath(__file__))
+    proc = run_py(child_code(_PEER_WITHOUT_BELL, PEER=_PEER % tests),
+                  timeout=60)
+    assert "ok" in proc.stdout
+
+
+def _kernel_at_least(major, minor):
+    try:
+        parts = platform.release().split(".")
+        return (int(parts[0]), int(parts[1].split("-")[0])) >= (major, minor)
+    except (IndexError, ValueError):
+        return False
+
+
+def test_the_bell_works_where_it_should():
+    """Linux 5.16 or later with glibc (which gives every thread a robust
+    list): the probe must find the bell, or every waiter falls back to
+    re-checking without a word (python -m efd would say so)."""
+    if not _kernel_at_least(5, 16):
+        pytest.skip("Linux %s: futex_waitv is 5.16" % platform.release())
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("not glibc: %r" % (platform.libc_ver(),))
+    assert efd._efd._probe()["death_bell"] is True
