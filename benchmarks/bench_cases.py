@@ -1635,8 +1635,11 @@ def idle_case(cfg):
                 doc="Issue 19's idle cost: context switches of the waiting "
                     "process per second while nothing changes (a timed "
                     "acquire with a deadline far beyond the window).  The "
-                    "goal is 0; efd's waiters look at the count every 100 ms "
-                    "in case a wake-up was owed by a process that died.",
+                    "goal is 0.  On the futex backend with its death bell "
+                    "(python -m efd) blocked waiters sleep until the kernel "
+                    "or a release wakes them; elsewhere, and in event loops, "
+                    "they look at the count every 100 ms in case a wake-up "
+                    "was owed by a process that died.",
                 columns=(("wakeups/s", "wake-ups per second", "%.1f"),))
 
 
