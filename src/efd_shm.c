@@ -571,10 +571,37 @@ beacon_check_inherited(void)
 #else
 static void beacon_drop(efd_impl *impl) { (void)impl; }
 
+/* Without the beacons' wipe-on-fork page (headers older than OFD locks):
+ * the pid, drawn once per process -- again in a child of the C library's
+ * fork, whose handler forgets it (a child of a bare clone keeps its
+ * parent's: such a build cannot tell) -- so that the futex backend's
+ * release makes no system call for it. */
+static _Atomic uint64_t plain_epoch;
+static pthread_once_t plain_once = PTHREAD_ONCE_INIT;
+
+static void
+plain_child(void)
+{
+    atomic_store(&plain_epoch, 0);
+}
+
+static void
+plain_init(void)
+{
+    (void)pthread_atfork(NULL, NULL, plain_child);
+}
+
 uint64_t
 efd_process_epoch(void)
 {
-    return (uint64_t)getpid();
+    uint64_t e;
+    pthread_once(&plain_once, plain_init);
+    e = atomic_load_explicit(&plain_epoch, memory_order_relaxed);
+    if (e == 0) {
+        e = (uint64_t)getpid();
+        atomic_store(&plain_epoch, e);
+    }
+    return e;
 }
 #endif
 
