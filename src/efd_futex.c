@@ -128,8 +128,9 @@ efd_futex_probe(void)
  * takes itself off.  A process whose probe said yes but that finds
  * otherwise later (a thread with no robust list it can get, futex_waitv
  * refused by a sandbox a fork child installed) demotes itself the same
- * way before it goes on (bell_demote).  A bell-less process killed with the object open stays
- * counted: the others keep re-checking, the safe side.
+ * way before it goes on (bell_demote).  A bell-less process killed with
+ * the object open stays counted: the others keep re-checking, the safe
+ * side.
  *
  * The slot is glibc's too: glibc sets it during a robust mutex's lock and
  * unlock, and clears it after.  Our windows hold no such mutex, and take
@@ -178,19 +179,18 @@ static __thread struct robust_list_head bell_own;
 /* This thread's robust-list head, or NULL.  Cached per thread, and asked
  * of the kernel again in a new process (a fork child's thread may have
  * none: the kernel drops the lists of a child made by a bare clone system
- * call, and only the C library's fork registers them again) or when
- * `fresh` (a sleeper, once per sleep).  A thread with none gets one of
- * ours: nobody else uses its list (the C library would have registered
- * it), and the kernel then rings for its death too. */
+ * call, and only the C library's fork registers them again).  A thread
+ * with none gets one of ours: nobody else uses its list (the C library
+ * would have registered it), and the kernel then rings for its death
+ * too. */
 static struct robust_list_head *
-robust_head(int fresh)
+robust_head(void)
 {
 #ifdef EFD_EXPLORE
-    (void)fresh;
     return efd_explore_robust_head();
 #else
     uint64_t epoch = efd_process_epoch();
-    if (bell_head == NULL || fresh || bell_epoch != epoch) {
+    if (bell_head == NULL || bell_epoch != epoch) {
         struct robust_list_head *head = NULL;
         size_t len = 0;
         if (syscall(SYS_get_robust_list, 0, &head, &len) != 0
@@ -214,9 +214,9 @@ robust_head(int fresh)
 /* Point this thread's pending slot at the page's bell, noting in *a what
  * was there (a->head NULL: the thread has no robust list, nothing armed). */
 static void
-bell_arm(struct efd_count *c, struct bell_arming *a, int fresh)
+bell_arm(struct efd_count *c, struct bell_arming *a)
 {
-    struct robust_list_head *head = robust_head(fresh);
+    struct robust_list_head *head = robust_head();
     a->head = head;
     if (head == NULL)
         return;
@@ -296,7 +296,7 @@ efd_bell_probe(void)
     atomic_store(&probe.bell, 0);
     atomic_store(&probe.count, 0);
     atomic_store(&probe.seq, 1);
-    if (robust_head(1) == NULL)
+    if (robust_head() == NULL)
         return 0;
     return bell_wait(&probe, &probe.seq, 0, 0) < 0 && errno == EAGAIN;
 #endif
@@ -305,10 +305,9 @@ efd_bell_probe(void)
 #else  /* no futex_waitv or robust lists in these headers */
 
 static void
-bell_arm(struct efd_count *c, struct bell_arming *a, int fresh)
+bell_arm(struct efd_count *c, struct bell_arming *a)
 {
     (void)c;
-    (void)fresh;
     a->head = NULL;
 }
 static void
@@ -317,9 +316,8 @@ bell_restore(const struct bell_arming *a)
     (void)a;
 }
 static struct robust_list_head *
-robust_head(int fresh)
+robust_head(void)
 {
-    (void)fresh;
     return NULL;
 }
 static long
@@ -488,7 +486,7 @@ fx_try_write_limit(efd_impl *impl, uint64_t value, uint64_t limit)
     /* From before the add until after the wake-ups, this thread may owe
      * sleepers one: the bell rings if it dies meanwhile. */
     if (impl->bell) {
-        bell_arm(impl->cnt, &arming, 0);
+        bell_arm(impl->cnt, &arming);
         if (arming.head == NULL)
             bell_demote(impl);
     }
@@ -548,7 +546,7 @@ block_on_bell(efd_impl *impl, int kind, uint32_t ticket, int ms,
     long woke;
     int err = 0;
     /* A thread that has no robust list and can get none cannot ring. */
-    bell_arm(c, &arming, 1);
+    bell_arm(c, &arming);
     if (arming.head == NULL) {
         sleep_leave(who, epoch);
         bell_demote(impl);
@@ -644,7 +642,7 @@ static void
 fx_unblock(efd_impl *impl)
 {
     struct bell_arming a;
-    if (!impl->bell || (a.head = robust_head(0)) == NULL)
+    if (!impl->bell || (a.head = robust_head()) == NULL)
         return;
     a.ours = (struct robust_list *)((char *)&impl->cnt->bell
                                     - a.head->futex_offset);

@@ -76,6 +76,17 @@ efd_state_from_type(PyTypeObject *type)
 
 /* ---- construction ------------------------------------------------------ */
 
+/* Before a backend opens or adopts: what its operations may use here, as
+ * this process's probes found (asked once per process). */
+static void
+what_this_process_offers(efd_impl *impl, efd_state *st, const efd_backend *b)
+{
+    if (b->syscall_always)
+        impl->nowait = efd_state_nowait(st);
+    if (b->unblock != NULL)
+        impl->bell = efd_state_bell(st);
+}
+
 static eventfd_object *
 alloc_object(PyTypeObject *type, efd_state *st)
 {
@@ -155,10 +166,7 @@ eventfd_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self = alloc_object(type, st);
     if (self == NULL)
         return NULL;
-    if (b->syscall_always)
-        self->impl.nowait = efd_state_nowait(st);
-    if (b->unblock != NULL)
-        self->impl.bell = efd_state_bell(st);
+    what_this_process_offers(&self->impl, st, b);
     err = b->open(&self->impl, initval, semaphore, cloexec);
     if (err) {
         Py_DECREF(self);
@@ -226,10 +234,7 @@ adopt(PyTypeObject *type, efd_state *st, const efd_backend *b, const int *fds,
     int err;
     if (self == NULL)
         return NULL;
-    if (b->syscall_always)
-        self->impl.nowait = efd_state_nowait(st);
-    if (b->unblock != NULL)
-        self->impl.bell = efd_state_bell(st);
+    what_this_process_offers(&self->impl, st, b);
     err = b->adopt(&self->impl, fds, nfds, semaphore);
     if (err) {
         self->impl.fd = self->impl.wfd = self->impl.shmfd = -1;
