@@ -33,6 +33,7 @@ sources = [
     "src/efd_eventfd.c",
     "src/efd_readback.c",
     "src/efd_shm.c",
+    "src/efd_books.c",
     "src/efd_pipe.c",
     "src/efd_futex.c",
     "src/efd_sync.c",

@@ -77,7 +77,7 @@ SYSCALL_CHILD = r"""
 import os, sys, efd
 backend, n, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 if backend == "efd.Semaphore":           # the drop-in, counter 0 -> 1 -> 0
-    ev = efd.Semaphore(0)
+    ev = efd.Semaphore(1 if mode == "with" else 0)
     acq, rel, r = ev.acquire, ev.release, range(n)
 else:
     ev = efd.EventFD(n + 1, semaphore=True, backend=backend)
@@ -87,6 +87,12 @@ def mark(tag):
         os.write(-1, tag)       # shows up in strace as write(-1, "TAG", ..)
     except OSError:
         pass
+if mode == "with":           # the holder slot is claimed on first use
+    with ev:
+        pass
+elif mode == "undo":
+    acq(undo=True)
+    rel()
 mark(b"EFD-BENCH-BEGIN")
 if mode == "acquire":
     for _ in r:
@@ -95,13 +101,21 @@ elif mode == "cross":
     for _ in r:
         rel()
         acq()
+elif mode == "with":                     # a held block (the books)
+    for _ in r:
+        with ev:
+            pass
+elif mode == "undo":
+    for _ in r:
+        acq(undo=True)
+        rel()
 else:
     for _ in r:
         acq()
         rel()
 mark(b"EFD-BENCH-END")
 if backend == "efd.Semaphore":
-    assert ev._ev._peek() == 0, ev._ev._peek()
+    assert ev._ev._peek() == (mode == "with"), ev._ev._peek()
 else:
     assert ev._peek() in (1, n + 1), ev._peek()
 ev.close()
@@ -147,6 +161,8 @@ def syscall_checks(cfg):
     rows = []
     runs = [(b, m) for b in bench_cases.BACKENDS for m in ("acquire", "pair")]
     runs.append(("efd.Semaphore", "cross"))
+    runs.append(("efd.Semaphore", "with"))
+    runs.append(("futex", "undo"))
     for backend, mode in runs:
         try:
             total, names = count_syscalls(backend, cfg.syscall_n, mode)
@@ -323,6 +339,19 @@ def checks(cases, syscalls):
     out += _value_check(cases, 22, "killed-holders", "efd.BoundedSemaphore [futex]",
                         "units lost", "units lost when holders are killed, "
                         "efd.BoundedSemaphore (futex)")
+    out.append(_ratio_check(cases, 22, "holds", "efd.Semaphore: with sem (held)",
+                            "efd.Semaphore: with sem, EFD_HOLDS=off", "<=", 1.5,
+                            "uncontended held `with sem:`, / without books"))
+    out.append(_ratio_check(cases, 22, "holds",
+                            "EventFD [futex]: acquire(undo=True) + release()",
+                            "EventFD [futex]: acquire() + release()", "<=", 2.0,
+                            "acquire(undo=True) + release(), / a plain pair"))
+    out.append(_syscall_check(
+        syscalls, 22, "efd.Semaphore", "with",
+        "syscalls in %d held `with sem:` blocks (futex)"))
+    out.append(_syscall_check(
+        syscalls, 22, "futex", "undo",
+        "syscalls in %d acquire(undo=True) + release() pairs (futex)"))
     return out + handoff_checks(cases)
 
 

@@ -52,7 +52,8 @@ class EventFD(_CEventFD):
     __doc__ = _CEventFD.__doc__
     __slots__ = ()
 
-    async def acquire_async(self, timeout: Optional[float] = None) -> bool:
+    async def acquire_async(self, timeout: Optional[float] = None, *,
+                            undo: bool = False) -> bool:
         """Take what :meth:`acquire` takes, waiting in the running event loop.
 
         Works under asyncio (and uvloop), trio, and anyio on either backend.
@@ -70,6 +71,11 @@ class EventFD(_CEventFD):
             timeout: Seconds to wait at most (monotonic, never less);
                 ``None`` or infinity waits without limit, ``0`` only tries
                 (and, with earlier tasks queued, gives up at once).
+            undo: Book what is taken to this process, as
+                :meth:`acquire` does with ``undo=True``: if the process dies
+                before a :meth:`release` of its own, it goes back.  (A unit
+                the loop's reader took for the task is booked when the task
+                resumes: a death in between loses it.)
 
         Returns:
             True when a unit (in semaphore mode) or the whole count was
@@ -77,7 +83,8 @@ class EventFD(_CEventFD):
 
         Raises:
             ValueError: The object is closed, or is closed while the task
-                waits; or ``timeout`` is negative or NaN.
+                waits; or ``timeout`` is negative or NaN; or ``undo`` is
+                true and the backend keeps no books.
             TypeError: ``timeout`` is not a number.
             NotImplementedError: The running loop cannot watch file
                 descriptors (such as the Windows proactor loop).
@@ -88,17 +95,24 @@ class EventFD(_CEventFD):
         if fam.checkpoints:
             await fam.checkpoint_if_cancelled()
         if not (_aio._registry and _aio.queued(self)):
-            if self.acquire(False):
+            if self.acquire(False, undo=undo):
                 if fam.checkpoints:
                     await fam.cancel_shielded_checkpoint()
                 return True
         elif self.closed:
             raise ValueError(_aio._CLOSED_MESSAGE)
+        elif undo:
+            self._can_hold() or self.acquire(False, undo=True)  # the error
         if seconds == 0:
             if fam.checkpoints:
                 await fam.cancel_shielded_checkpoint()
             return False
-        return await _aio.wait(self, seconds, True) is not None
+        value = await _aio.wait(self, seconds, True)
+        if value is None:
+            return False
+        if undo:
+            self._book(value)
+        return True
 
     async def read_async(self, timeout: Optional[float] = None) -> int:
         """One read, as :meth:`read` does, waiting in the running event loop.

@@ -118,6 +118,13 @@ def main():
              "wakes them for a process that died owing a wake-up"
              if probe["death_bell"] else
              "no: 'futex' waiters look at the count every 100 ms"))
+    print("  robust holds (OFD-locked holder slots):   %s"
+          % ("yes: a unit held by `with sem:` or undo=True comes back when "
+             "its process dies ('futex', 'pipe'); a waiter gets it within "
+             "a re-check (100 ms)"
+             if probe["robust_holds"] else
+             "no: a dead holder's units do not come back here (no OFD "
+             "locks, no /proc/self/fd, or no 16-byte compare-and-swap)"))
     print("  shared pages sealed (memfd):              %s"
           % ("yes" if probe["sealed_pages"] else
              "no (shm_open): a peer holding one could shrink it"))

@@ -341,8 +341,8 @@ class Semaphore(_OnEventFD, _efd.Semaphore):
         value = self._ev._peek()
         return "value=%s" % ("?" if value is None else value)
 
-    def acquire_async(self, timeout: Optional[float] = None
-                      ) -> Coroutine[Any, Any, bool]:
+    def acquire_async(self, timeout: Optional[float] = None, *,
+                      undo: bool = False) -> Coroutine[Any, Any, bool]:
         """Take one unit from a coroutine: ``await sem.acquire_async()``.
 
         See :meth:`efd.EventFD.acquire_async`: no threads, FIFO among the
@@ -350,22 +350,33 @@ class Semaphore(_OnEventFD, _efd.Semaphore):
 
         Args:
             timeout: Seconds to wait at most; ``None`` waits without limit.
+            undo: Book the unit to this process (SysV's ``SEM_UNDO``): if
+                the process dies before a release of its own, the unit
+                goes back.  See :meth:`acquire`.
 
         Returns:
             An awaitable giving True once a unit is taken, or False when
             ``timeout`` ran out.
         """
         self._check_open()
-        return self._ev.acquire_async(timeout)
+        return self._ev.acquire_async(timeout, undo=undo)
 
     async def __aenter__(self) -> None:
+        # The block holds its unit: booked to this process where the
+        # backend keeps books, so that it comes back if the process dies
+        # inside (as `with sem:` does, in C).
         self._check_open()
-        await self._ev.acquire_async()
+        ev = self._ev
+        await ev.acquire_async(undo=ev._can_hold())
+        ev._block_enter()
 
     async def __aexit__(self, exc_type: Optional[Type[BaseException]],
                         exc: Optional[BaseException],
                         tb: Optional[TracebackType]) -> None:
-        self.release()
+        # A fork child that inherited the block releases nothing: its
+        # parent does.
+        if self._ev._block_exit():
+            self.release()
 
 
 class BoundedSemaphore(Semaphore):

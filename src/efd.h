@@ -37,10 +37,18 @@
 /* The shared page of the memory backends (pipe, futex): see efd_shm.c.
  * Its layout is part of each backend's magic number: change both together
  * (processes running different layouts must not share a page). */
+/* Holder slots in the page (efd_books.c): one per process that holds
+ * units of the object (a `with` block, acquire(undo=True)). */
+#define EFD_HOLDERS 448
+
 struct efd_count {
     uint32_t magic;                 /* which backend made it */
     uint32_t semaphore;
-    _Atomic uint64_t count;
+    /* The count, and beside it the books' journal: the last booked change
+     * (efd_books.c), so that one 16-byte compare-and-swap changes both.
+     * Everything else changes the count alone. */
+    _Alignas(16) _Atomic uint64_t count;
+    _Atomic uint64_t journal;
     _Atomic uint32_t armed;         /* readiness is kept in step */
     _Atomic uint32_t dirty;         /* readiness may lag: sync it */
     /* EFD_SYNC_TOKEN: the channel holds the token; EFD_SYNC_LOCKED: someone
@@ -71,6 +79,11 @@ struct efd_count {
      * work (their deaths ring for nobody): while any is, everyone's
      * sleepers look again every EFD_RECHECK_MS (efd_futex.c). */
     _Atomic uint32_t unbelled;
+    /* A BoundedSemaphore's bound (0: none): a dead holder's units given
+     * back never take the count past it (efd_books.c). */
+    _Atomic uint64_t bound;
+    /* The books: units each holder slot's process holds (efd_books.c). */
+    _Atomic uint64_t books[EFD_HOLDERS];
 };
 #define EFD_SYNC_TOKEN 1u
 #define EFD_SYNC_LOCKED 2u
@@ -108,6 +121,16 @@ typedef struct efd_impl {
     /* futex backend, where bell == 0: the process epoch in which this
      * object was counted in the page's `unbelled` (0: not counted). */
     uint64_t unbelled_epoch;
+    /* Memory backends, the books (efd_books.c): this process's holder
+     * slot (-1: none yet) and the process epoch it was taken in (a fork
+     * child holds nothing of its parent's); the description whose lock on
+     * the slot's byte says the holder lives (-1: none yet); when this
+     * process last looked for dead holders. */
+    int hslot;
+    int holds_off;      /* EFD_HOLDS=off: no books kept for this object */
+    uint64_t hslot_epoch;
+    _Atomic int holder_fd;
+    _Atomic int64_t swept_ns;
     /* eventfd-readback: units a semaphore read took but could not write
      * back yet (the counter was full), and the process (`proc`) they belong
      * to: a fork child starts with none (its parent gives them back). */
@@ -209,6 +232,14 @@ typedef struct efd_backend {
      * unit, gave up (after interrupt(impl, 0)) or failed -- and it owes
      * nobody a wake-up any more. */
     void (*unblock)(efd_impl *impl);
+    /* Optional, together (the memory backends' books, efd_books.c):
+     * try_read_hold() is try_read() booking what it takes to this process
+     * (a `with` block, undo=True), so that it comes back if the process
+     * dies holding it; settle() gives back the units of holder `slot`
+     * (-1: of every holder found dead) and wakes sleepers for them, and
+     * stores how many came back in *added. */
+    int (*try_read_hold)(efd_impl *impl, uint64_t *value);
+    int (*settle)(efd_impl *impl, int slot, uint64_t *added);
 } efd_backend;
 
 extern const efd_backend efd_backend_eventfd;
@@ -268,6 +299,33 @@ int efd_count_repair(efd_impl *impl);
 void efd_count_arm(efd_impl *impl);
 int efd_count_fds(efd_impl *impl, int *out, int max);
 void efd_count_close(efd_impl *impl);
+
+/* The books of robust holds (efd_books.c). */
+int efd_books_available(void);
+int efd_books_probe(void);
+void efd_books_init(efd_impl *impl);
+int efd_books_claim(efd_impl *impl);
+int efd_books_try_read(efd_impl *impl, uint64_t *value);
+int efd_books_write(efd_impl *impl, uint64_t value, uint64_t limit,
+                    uint64_t *now);
+int efd_books_settle(efd_impl *impl, int slot, uint64_t *added);
+int efd_books_own_held(efd_impl *impl);
+int efd_books_foreign(efd_impl *impl);
+int efd_books_sweep_due(efd_impl *impl);
+uint64_t efd_books_held(efd_impl *impl);
+int efd_books_book(efd_impl *impl, uint64_t value);
+void efd_books_close(efd_impl *impl);
+void efd_count_changed(efd_impl *impl, uint64_t now);
+
+/* What the books need of the page's beacons (efd_shm.c): an OFD lock
+ * operation on one byte of the page's file (0, EBUSY: GETLK found it held
+ * through another description, or an errno), the table of descriptions
+ * that a fork child closes (register, forget), and its check for a child
+ * made without the fork handlers. */
+int efd_lock_byte(int fd, int cmd, short type, uint32_t byte);
+int efd_beacon_register(int fd, _Atomic int *field);
+void efd_beacon_forget(_Atomic int *field);
+void efd_beacon_check_inherited(void);
 
 /* A number that is this process's and another in every child, however it
  * was made (a bare clone included): one load where the kernel has

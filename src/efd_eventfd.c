@@ -284,6 +284,7 @@ const efd_backend efd_backend_eventfd = {
     "eventfd", 1, ev_open, efd_ev_adopt, ev_try_read, efd_ev_try_write, NULL,
     efd_ev_waitspec, efd_ev_peek, NULL, NULL, NULL, NULL, NULL, NULL,
     efd_ev_nudge, efd_ev_fds, efd_ev_close, ev_try_read_owned, NULL,
+    NULL, NULL,
 };
 
 #else  /* !EFD_HAVE_EVENTFD: keep the symbols so the module links. */
@@ -303,6 +304,7 @@ int efd_fd_is_eventfd(int fd)
 
 const efd_backend efd_backend_eventfd = { "eventfd", 1, NULL, NULL, NULL, NULL,
                                           NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                                          NULL, NULL, NULL, NULL, NULL, NULL, NULL };
+                                          NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                                          NULL, NULL };
 
 #endif /* EFD_HAVE_EVENTFD */

@@ -30,6 +30,10 @@ int efd_explore_alive(long tgid, long tid);
 struct robust_list_head *efd_explore_robust_head(void);
 long efd_explore_futex_waitv(_Atomic uint32_t *const *words,
                              const uint32_t *vals, int n, int has_timeout);
+/* The books (efd_books.c): the running actor's holder slot (its index;
+ * -1 for the scheduler), and whether slot s's holder lives. */
+int efd_explore_own_slot(void);
+int efd_explore_holder_alive(int slot);
 #  define EFD_POINT(name) efd_explore_point(name)
 #else
 #  define EFD_POINT(name) ((void)0)

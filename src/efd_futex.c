@@ -61,7 +61,7 @@
 
 #if defined(__linux__) && defined(SYS_futex)
 
-#define EFD_FUTEX_MAGIC 0x65667806u   /* "ef", futex, layout 6 (efd.h) */
+#define EFD_FUTEX_MAGIC 0x65667807u   /* "ef", futex, layout 7 (efd.h) */
 
 static long
 futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *ts)
@@ -478,27 +478,40 @@ bell_demote(efd_impl *impl)
     unbelled_check(impl);
 }
 
+/* From before an add until after its wake-ups, this thread may owe
+ * sleepers one: the bell rings if it dies meanwhile (or, without the bell
+ * here, this process is counted in `unbelled`).  bell_restore() after. */
+static void
+owe_wakeups(efd_impl *impl, struct bell_arming *arming)
+{
+    if (impl->bell) {
+        bell_arm(impl->cnt, arming);
+        if (arming->head == NULL)
+            bell_demote(impl);
+    }
+    else
+        unbelled_check(impl);
+}
+
+/* After `value` units were added (sequentially consistent): a sleeper that
+ * counted itself before the add is seen here; one that counts itself
+ * after it sees the units. */
+static void
+wake_for(efd_impl *impl, uint64_t value)
+{
+    wake_after_add(impl->cnt, !impl->semaphore ? 1
+                   : value < INT_MAX ? (int)value : INT_MAX);
+}
+
 static int
 fx_try_write_limit(efd_impl *impl, uint64_t value, uint64_t limit)
 {
     struct bell_arming arming = { NULL, NULL, NULL };
     int err;
-    /* From before the add until after the wake-ups, this thread may owe
-     * sleepers one: the bell rings if it dies meanwhile. */
-    if (impl->bell) {
-        bell_arm(impl->cnt, &arming);
-        if (arming.head == NULL)
-            bell_demote(impl);
-    }
-    else
-        unbelled_check(impl);
+    owe_wakeups(impl, &arming);
     err = efd_count_try_write_limit(impl, value, limit);        /* W1 */
     if (err == 0 && value > 0)
-        /* After the count (sequentially consistent): a sleeper that
-         * counted itself before our add is seen here; one that counts
-         * itself after it sees the units. */
-        wake_after_add(impl->cnt, !impl->semaphore ? 1
-                       : value < INT_MAX ? (int)value : INT_MAX);
+        wake_for(impl, value);
     bell_restore(&arming);
     return err;
 }
@@ -589,9 +602,11 @@ fx_block(efd_impl *impl, int kind, uint32_t ticket, int ms)
     else {
         unbelled_check(impl);
         /* Without the bell here or in any process that has the object
-         * open, look again every EFD_RECHECK_MS.  (After the ticket: see
-         * unbelled_check.) */
-        if ((!impl->bell || atomic_load(&c->unbelled) > 0)
+         * open, look again every EFD_RECHECK_MS (after the ticket: see
+         * unbelled_check); and while another process holds units, whose
+         * death nobody rings for (efd_books.c): the look settles them. */
+        if ((!impl->bell || atomic_load(&c->unbelled) > 0
+                    || efd_books_foreign(impl))
                 && (ms < 0 || ms > EFD_RECHECK_MS))
             ms = EFD_RECHECK_MS;
         who = kind == EFD_BLOCK_READY ? &c->watchers : &c->sleepers;
@@ -687,11 +702,26 @@ fx_close(efd_impl *impl)
     efd_count_close(impl);
 }
 
+/* A holder's units given back (efd_books.c): an add like a release's, so
+ * the same debt and the same wake-ups. */
+static int
+fx_settle(efd_impl *impl, int slot, uint64_t *added)
+{
+    struct bell_arming arming = { NULL, NULL, NULL };
+    int err;
+    owe_wakeups(impl, &arming);
+    err = efd_books_settle(impl, slot, added);
+    if (*added > 0)
+        wake_for(impl, *added);
+    bell_restore(&arming);
+    return err;
+}
+
 const efd_backend efd_backend_futex = {
     "futex", 0, fx_open, fx_adopt, efd_count_try_read, fx_try_write,
     fx_try_write_limit, fx_waitspec, efd_count_peek, efd_count_repair, NULL, efd_count_arm,
     fx_ticket, fx_block, fx_interrupt, NULL, efd_count_fds, fx_close,
-    NULL, fx_unblock,
+    NULL, fx_unblock, efd_books_try_read, fx_settle,
 };
 
 #else  /* no futex here */
@@ -710,7 +740,7 @@ efd_bell_probe(void)
 
 const efd_backend efd_backend_futex = {
     "futex", 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 };
 
 #endif

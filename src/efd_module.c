@@ -326,6 +326,8 @@ efd_fn_probe(PyObject *module, PyObject *Py_UNUSED(ignored))
     if (dict_set(d, "death_bell", PyBool_FromLong(
             futex_err == 0 && efd_state_bell(st))) < 0)
         goto fail;
+    if (dict_set(d, "robust_holds", PyBool_FromLong(efd_books_probe())) < 0)
+        goto fail;
     if (st->herd < 0)
         st->herd = efd_herd_probe();
     if (dict_set(d, "wake_one", PyUnicode_FromString(

@@ -110,6 +110,11 @@ typedef struct {
      * argument, a queue's item): collected while open, it closes without a
      * ResourceWarning, as multiprocessing's objects do in a child. */
     int quiet;
+    /* `with` blocks entered in the process of epoch blocks_epoch
+     * (efd_process_epoch()) and not left yet: a fork child's __exit__ of
+     * a block its parent entered releases nothing. */
+    uint64_t blocks_epoch;
+    int64_t blocks;
 #if PY_VERSION_HEX < 0x03090000
     PyObject *module;  /* 3.8: keeps the state impl.proc points into alive */
 #endif
@@ -126,6 +131,10 @@ typedef struct {
  *                   efd.Event.set() was called in this process
  *                   (efd.Event's wait). */
 enum { EFD_OP_READ, EFD_OP_WRITE, EFD_OP_READY };
+/* Or'ed into EFD_OP_READ: book what the read takes to this process, so
+ * that it comes back if the process dies holding it (efd_books.c): a
+ * `with` block, undo=True.  Only where the backend keeps books. */
+#define EFD_OP_HOLD 0x100
 
 /* One operation `op`; a read's result lands in *value.
  * blocking == 0: try once.  timeout < 0: no deadline.
@@ -170,7 +179,18 @@ int efd_to_timeout(PyObject *obj, double *out);
  * timeout (a timeout with blocking=False is ValueError, as in threading). */
 int efd_parse_acquire(PyObject *const *args, Py_ssize_t nargs,
                       PyObject *kwnames, int rules, int *blocking,
-                      double *timeout);
+                      double *timeout, int *undo);
+
+/* Robust holds (efd_books.c) from the Python side (efd_object.c).
+ * efd_can_hold(): 1 if reads of this object can be booked here (claiming
+ * this process's holder slot on first use), else 0; with `why` != 0, an
+ * exception naming the reason instead of 0 (acquire(undo=True)).  The
+ * block count: efd_block_enter() after a `with` block's unit was taken,
+ * efd_block_exit() at its end, 1 if the block was entered in this process
+ * (and its unit is to be released), 0 in a fork child that inherited it. */
+int efd_can_hold(eventfd_object *self, int why);
+void efd_block_enter(eventfd_object *self);
+int efd_block_exit(eventfd_object *self);
 
 /* release(n=1)'s argument: TypeError for a non-integer, ValueError below
  * one; *too_big when it does not fit in 64 bits (the caller words it). */

@@ -76,6 +76,16 @@ efd_state_from_type(PyTypeObject *type)
 
 /* ---- construction ------------------------------------------------------ */
 
+/* EFD_HOLDS=off in the environment (read when an object is made or
+ * adopted, as EFD_BACKEND is): `with` blocks consume as before the books,
+ * and undo=True raises. */
+static int
+holds_turned_off(void)
+{
+    const char *v = getenv("EFD_HOLDS");
+    return v != NULL && (strcmp(v, "off") == 0 || strcmp(v, "0") == 0);
+}
+
 /* Before a backend opens or adopts: what its operations may use here, as
  * this process's probes found (asked once per process). */
 static void
@@ -85,6 +95,7 @@ what_this_process_offers(efd_impl *impl, efd_state *st, const efd_backend *b)
         impl->nowait = efd_state_nowait(st);
     if (b->unblock != NULL)
         impl->bell = efd_state_bell(st);
+    impl->holds_off = holds_turned_off();
 }
 
 static eventfd_object *
@@ -120,6 +131,8 @@ alloc_object(PyTypeObject *type, efd_state *st)
     self->state = st;
     self->reg = NULL;
     self->quiet = 0;
+    self->blocks_epoch = 0;
+    self->blocks = 0;
     self->weakreflist = NULL;
 #if PY_VERSION_HEX < 0x03090000
     self->module = PyImport_ImportModule("efd._efd");
@@ -577,19 +590,127 @@ eventfd_write_method(eventfd_object *self, PyObject *const *args, Py_ssize_t nar
     Py_RETURN_NONE;
 }
 
+/* ---- robust holds (efd_books.c) ---------------------------------------- */
+
+int
+efd_can_hold(eventfd_object *self, int why)
+{
+    efd_impl *impl = &self->impl;
+    int err;
+    if (impl->holds_off) {
+        if (why)
+            PyErr_SetString(PyExc_ValueError,
+                            "undo=True: robust holds are turned off here "
+                            "(EFD_HOLDS=off in the environment)");
+        return why ? -1 : 0;
+    }
+    if (impl->ops->try_read_hold == NULL || !efd_books_available()) {
+        if (why)
+            PyErr_Format(PyExc_ValueError,
+                         "undo=True: the '%s' backend keeps no books of "
+                         "holders%s (the 'futex' and 'pipe' backends do)",
+                         impl->ops->name, efd_books_available() ? ""
+                         : " on this platform");
+        return why ? -1 : 0;
+    }
+    if ((err = efd_books_claim(impl)) == 0)
+        return 1;
+    if (!why)
+        return 0;
+    if (err == EUSERS)
+        PyErr_Format(PyExc_OSError,
+                     "undo=True: every holder slot of this object is taken "
+                     "(%d processes hold units)", EFD_HOLDERS);
+    else {
+        errno = err;
+        PyErr_SetFromErrno(PyExc_OSError);
+    }
+    return -1;
+}
+
+void
+efd_block_enter(eventfd_object *self)
+{
+    uint64_t e = efd_process_epoch();
+    if (self->blocks_epoch != e) {
+        self->blocks_epoch = e;     /* a fork child's first block */
+        self->blocks = 0;
+    }
+    self->blocks++;
+}
+
+int
+efd_block_exit(eventfd_object *self)
+{
+    if (self->blocks_epoch != efd_process_epoch() || self->blocks <= 0)
+        return 0;                   /* the parent's block, in a child */
+    self->blocks--;
+    return 1;
+}
+
+static PyObject *
+eventfd_held(eventfd_object *self, PyObject *Py_UNUSED(ignored))
+{
+    CHECK_OPEN(self);
+    return PyLong_FromUnsignedLongLong(efd_books_held(&self->impl));
+}
+
+/* _book(n): book n units a plain read took for this process (an event
+ * loop's reader served them to a task that asked for undo). */
+static PyObject *
+eventfd_book(eventfd_object *self, PyObject *arg)
+{
+    uint64_t n;
+    int err;
+    CHECK_OPEN(self);
+    if (efd_to_u64(arg, "n", &n) < 0)
+        return NULL;
+    if (efd_can_hold(self, 1) < 0)
+        return NULL;
+    if ((err = efd_books_book(&self->impl, n)) != 0)
+        return efd_err_errno(err);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+eventfd_block_enter_method(eventfd_object *self, PyObject *Py_UNUSED(ignored))
+{
+    efd_block_enter(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+eventfd_block_exit_method(eventfd_object *self, PyObject *Py_UNUSED(ignored))
+{
+    return PyBool_FromLong(efd_block_exit(self));
+}
+
+static PyObject *
+eventfd_can_hold_method(eventfd_object *self, PyObject *Py_UNUSED(ignored))
+{
+    int r;
+    CHECK_OPEN(self);
+    if ((r = efd_can_hold(self, 0)) < 0)
+        return NULL;
+    return PyBool_FromLong(r);
+}
+
 static PyObject *
 eventfd_acquire(eventfd_object *self, PyObject *const *args, Py_ssize_t nargs,
                 PyObject *kwnames)
 {
-    int blocking, r;
+    int blocking, r, undo;
     double timeout;
     uint64_t value;
 
     if (efd_parse_acquire(args, nargs, kwnames, EFD_TIMEOUT_STRICT,
-                          &blocking, &timeout) < 0)
+                          &blocking, &timeout, &undo) < 0)
         return NULL;
     CHECK_OPEN(self);
-    r = efd_wait(self, EFD_OP_READ, &value, blocking, timeout);
+    if (undo && efd_can_hold(self, 1) < 0)
+        return NULL;
+    r = efd_wait(self, EFD_OP_READ | (undo ? EFD_OP_HOLD : 0), &value,
+                 blocking, timeout);
     if (r < 0)
         return NULL;
     return PyBool_FromLong(r);
@@ -863,8 +984,11 @@ get_wake_one(eventfd_object *self, void *Py_UNUSED(c))
 static PyObject *
 get_value(eventfd_object *self, void *Py_UNUSED(closure))
 {
-    uint64_t v;
+    uint64_t v, added;
     CHECK_OPEN(self);
+    /* The count after settling the books of holders found dead. */
+    if (self->impl.ops->settle != NULL && efd_books_foreign(&self->impl))
+        (void)self->impl.ops->settle(&self->impl, -1, &added);
     if (self->impl.ops->peek(&self->impl, &v) != 0) {
         PyErr_Format(PyExc_OSError,
                      "the count of a '%s' backend cannot be read here (no "
@@ -927,10 +1051,13 @@ static PyMethodDef eventfd_methods[] = {
      "Waits while the sum would pass 2**64 - 2 (or raises BlockingIOError "
      "if non-blocking); writing 2**64 - 1 is OSError(EINVAL)."},
     {"acquire", (PyCFunction)(void (*)(void))eventfd_acquire, FASTKW,
-     "acquire($self, /, blocking=True, timeout=None)\n--\n\n"
+     "acquire($self, /, blocking=True, timeout=None, *, undo=False)\n--\n\n"
      "Take what one read takes and return True, or return False if "
      "nothing came within timeout seconds (or at once, with "
-     "blocking=False).  Never raises BlockingIOError."},
+     "blocking=False).  Never raises BlockingIOError.  undo=True books "
+     "what it takes to this process, as SysV's SEM_UNDO: if the process "
+     "dies before a release() of its own gives it back, it returns to the "
+     "count (the 'futex' and 'pipe' backends; ValueError elsewhere)."},
     {"release", (PyCFunction)(void (*)(void))eventfd_release, FASTKW,
      "release($self, /, n=1)\n--\n\n"
      "Add n (one or more) to the counter.  Never waits: a release that "
@@ -990,6 +1117,21 @@ static PyMethodDef eventfd_methods[] = {
      "waiting for the units: no other process may hold the object, no "
      "thread of this process waits in a blocking call, at most one loop "
      "has tasks queued (efd.aio.HANDOFF_RUN)."},
+    {"_book", (PyCFunction)eventfd_book, METH_O,
+     "_book($self, n, /)\n--\n\nBook n units a plain read took for this "
+     "process."},
+    {"_held", (PyCFunction)eventfd_held, METH_NOARGS,
+     "_held($self, /)\n--\n\nUnits this process holds (undo=True, `with` "
+     "blocks of the drop-ins), as its books say."},
+    {"_can_hold", (PyCFunction)eventfd_can_hold_method, METH_NOARGS,
+     "_can_hold($self, /)\n--\n\nWhether reads can be booked here (claims "
+     "this process's holder slot on first use)."},
+    {"_block_enter", (PyCFunction)eventfd_block_enter_method, METH_NOARGS,
+     "_block_enter($self, /)\n--\n\nA `with` block's unit was taken in "
+     "this process."},
+    {"_block_exit", (PyCFunction)eventfd_block_exit_method, METH_NOARGS,
+     "_block_exit($self, /)\n--\n\nA `with` block ends: True if it was "
+     "entered in this process (release its unit), False in a fork child."},
     {"_peek", (PyCFunction)eventfd_peek, METH_NOARGS,
      "_peek($self, /)\n--\n\nThe count without consuming it, or None if unknown."},
     {NULL, NULL, 0, NULL},

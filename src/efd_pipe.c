@@ -22,7 +22,7 @@
 #include <errno.h>
 #include <sys/stat.h>
 
-#define EFD_PIPE_MAGIC 0x65667006u      /* "ef", pipe, layout 6 (efd.h) */
+#define EFD_PIPE_MAGIC 0x65667007u      /* "ef", pipe, layout 7 (efd.h) */
 
 static int
 pipe_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec)
@@ -73,4 +73,5 @@ const efd_backend efd_backend_pipe = {
     "pipe", 0, pipe_open, pipe_adopt, efd_count_try_read, efd_count_try_write,
     efd_count_try_write_limit, pipe_waitspec, efd_count_peek, efd_count_repair, NULL, NULL, NULL, NULL,
     NULL, NULL, efd_count_fds, efd_count_close, NULL, NULL,
+    efd_books_try_read, efd_books_settle,
 };

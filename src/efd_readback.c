@@ -142,7 +142,7 @@ rb_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore)
 const efd_backend efd_backend_readback = {
     "eventfd-readback", 1, rb_open, rb_adopt, rb_try_read, rb_try_write, NULL,
     efd_ev_waitspec, rb_peek, NULL, rb_pending, NULL, NULL, NULL, NULL,
-    efd_ev_nudge, efd_ev_fds, efd_ev_close, NULL, NULL,
+    efd_ev_nudge, efd_ev_fds, efd_ev_close, NULL, NULL, NULL, NULL,
 };
 
 #else
@@ -150,6 +150,7 @@ const efd_backend efd_backend_readback = {
 const efd_backend efd_backend_readback = {
     "eventfd-readback", 1, NULL, NULL, NULL, NULL, NULL,
     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL,
 };
 
 #endif

@@ -416,10 +416,17 @@ beacon_epoch(void)
     return e != 0 ? e : beacon_epoch_draw();
 }
 
+/* Set once beacon_init() has run: the common case is two loads, no
+ * pthread_once() call (the futex backend's release asks for the epoch). */
+static _Atomic int beacon_ready;
+
 uint64_t
 efd_process_epoch(void)
 {
-    pthread_once(&beacon_once, beacon_init);
+    if (!atomic_load_explicit(&beacon_ready, memory_order_acquire)) {
+        pthread_once(&beacon_once, beacon_init);
+        atomic_store_explicit(&beacon_ready, 1, memory_order_release);
+    }
     return beacon_epoch();
 }
 
@@ -456,6 +463,60 @@ beacon_op(int fd, int cmd, short type, uint32_t byte)
     return cmd == F_OFD_GETLK && fl.l_type != F_UNLCK ? EBUSY : 0;
 }
 
+/* Room in the table for one more entry (the table's mutex held): 0 or
+ * ENOMEM. */
+static int
+table_room(void)
+{
+    if (nbeacons == beacons_cap) {
+        size_t cap = beacons_cap ? 2 * beacons_cap : 16;
+        struct beacon_entry *b = realloc(beacons, cap * sizeof(*b));
+        if (b == NULL)
+            return ENOMEM;
+        beacons = b;
+        beacons_cap = cap;
+    }
+    return 0;
+}
+
+/* List `fd` (the page's file, as `st` says) as held in `field`, and store
+ * it there: the table's mutex held, and room made. */
+static void
+table_add(int fd, const struct stat *st, _Atomic int *field)
+{
+    beacons[nbeacons].fd = fd;
+    beacons[nbeacons].dev = st->st_dev;
+    beacons[nbeacons].ino = st->st_ino;
+    beacons[nbeacons].field = field;
+    nbeacons++;
+    atomic_store(&beacons_epoch, beacon_epoch());
+    atomic_store(field, fd);
+}
+
+int
+efd_lock_byte(int fd, int cmd, short type, uint32_t byte)
+{
+    return beacon_op(fd, cmd, type, byte);
+}
+
+/* The books' holder description (efd_books.c) goes in the same table, so
+ * that a fork child closes its copy as it closes the beacons': 0, or an
+ * errno (the caller still owns fd). */
+int
+efd_beacon_register(int fd, _Atomic int *field)
+{
+    struct stat st;
+    int err;
+    pthread_once(&beacon_once, beacon_init);
+    if (fstat(fd, &st) < 0)
+        return errno;
+    pthread_mutex_lock(&beacon_lock);
+    if ((err = table_room()) == 0)
+        table_add(fd, &st, field);
+    pthread_mutex_unlock(&beacon_lock);
+    return err;
+}
+
 /* Make this process's beacon for the object: 0, or an errno (then the
  * word falls back to thread numbers, and `beacon_fd` says -2: this
  * process does not try again -- a retry would cost an open() per lock). */
@@ -473,16 +534,8 @@ beacon_make(efd_impl *impl)
         pthread_mutex_unlock(&beacon_lock);
         return atomic_load(&impl->beacon_fd) >= 0 ? 0 : EAGAIN;
     }
-    if (nbeacons == beacons_cap) {
-        size_t cap = beacons_cap ? 2 * beacons_cap : 16;
-        struct beacon_entry *b = realloc(beacons, cap * sizeof(*b));
-        if (b == NULL) {
-            err = ENOMEM;
-            goto fail;
-        }
-        beacons = b;
-        beacons_cap = cap;
-    }
+    if ((err = table_room()) != 0)
+        goto fail;
     snprintf(path, sizeof(path), "/proc/self/fd/%d", impl->shmfd);
     fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &st) < 0) {
@@ -512,14 +565,8 @@ beacon_make(efd_impl *impl)
         close(fd);
         goto fail;
     }
-    beacons[nbeacons].fd = fd;
-    beacons[nbeacons].dev = st.st_dev;
-    beacons[nbeacons].ino = st.st_ino;
-    beacons[nbeacons].field = &impl->beacon_fd;
-    nbeacons++;
     atomic_store_explicit(&impl->beacon, byte, memory_order_relaxed);
-    atomic_store(&beacons_epoch, beacon_epoch());
-    atomic_store(&impl->beacon_fd, fd);     /* after `beacon` */
+    table_add(fd, &st, &impl->beacon_fd);   /* `beacon` first */
     pthread_mutex_unlock(&beacon_lock);
     return 0;
 fail:
@@ -528,22 +575,29 @@ fail:
     return err;
 }
 
-/* Close the object's beacon (close(), or its page going away). */
-static void
-beacon_drop(efd_impl *impl)
+/* Close the description listed as held in `field`, if any. */
+void
+efd_beacon_forget(_Atomic int *field)
 {
     size_t i;
-    if (atomic_load(&impl->beacon_fd) < 0)
+    if (atomic_load(field) < 0)
         return;
     pthread_mutex_lock(&beacon_lock);
     for (i = 0; i < nbeacons; i++)
-        if (beacons[i].field == &impl->beacon_fd) {
+        if (beacons[i].field == field) {
             beacon_close(&beacons[i]);
             beacons[i] = beacons[--nbeacons];
             break;
         }
-    atomic_store(&impl->beacon_fd, -1);
+    atomic_store(field, -1);
     pthread_mutex_unlock(&beacon_lock);
+}
+
+/* Close the object's beacon (close(), or its page going away). */
+static void
+beacon_drop(efd_impl *impl)
+{
+    efd_beacon_forget(&impl->beacon_fd);
 }
 
 /* In a child that no fork handler ran in: what beacon_child() would have
@@ -568,8 +622,26 @@ beacon_check_inherited(void)
     if (e != 0 && e != (now = beacon_epoch()))
         beacon_forsake_inherited(now);
 }
+
+void
+efd_beacon_check_inherited(void)
+{
+    beacon_check_inherited();
+}
 #else
 static void beacon_drop(efd_impl *impl) { (void)impl; }
+int efd_lock_byte(int fd, int cmd, short type, uint32_t byte)
+{
+    (void)fd; (void)cmd; (void)type; (void)byte;
+    return ENOSYS;
+}
+int efd_beacon_register(int fd, _Atomic int *field)
+{
+    (void)fd; (void)field;
+    return ENOSYS;
+}
+void efd_beacon_forget(_Atomic int *field) { (void)field; }
+void efd_beacon_check_inherited(void) {}
 
 /* Without the beacons' wipe-on-fork page (headers older than OFD locks):
  * the pid, drawn once per process -- again in a child of the C library's
@@ -947,13 +1019,28 @@ efd_count_try_read(efd_impl *impl, uint64_t *value)
     return 0;
 }
 
+void
+efd_count_changed(efd_impl *impl, uint64_t now)
+{
+    after_change(impl, now);
+}
+
 int
 efd_count_try_write_limit(efd_impl *impl, uint64_t value, uint64_t limit)
 {
     _Atomic uint64_t *count = &impl->cnt->count;
     uint64_t c;
+    int err;
     if (value == 0)
         return 0;
+    if (efd_books_own_held(impl)
+            && (err = efd_books_write(impl, value, limit, &c)) != ENOENT) {
+        /* This process holds units: the release settles them first, in
+         * the same step (efd_books.c). */
+        if (err == 0)
+            after_change(impl, c);
+        return err;
+    }
     c = atomic_load(count);
     EFD_POINT("try_write: count read");
     do {
@@ -1018,6 +1105,7 @@ efd_count_fds(efd_impl *impl, int *out, int max)
 void
 efd_count_close(efd_impl *impl)
 {
+    efd_books_close(impl);
     beacon_drop(impl);
     if (impl->cnt != NULL) {
         munmap((void *)impl->cnt, sizeof(struct efd_count));
@@ -1038,6 +1126,7 @@ efd_count_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec,
     impl->fd = impl->wfd = impl->shmfd = -1;
     impl->cnt = NULL;
     atomic_store(&impl->beacon_fd, -1);
+    efd_books_init(impl);
     impl->semaphore = semaphore;
     if ((err = shm_new(sizeof(struct efd_count), cloexec, &impl->shmfd, &map)))
         return err;
@@ -1073,6 +1162,7 @@ efd_count_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore,
     impl->fd = impl->wfd = impl->shmfd = -1;
     impl->cnt = NULL;
     atomic_store(&impl->beacon_fd, -1);
+    efd_books_init(impl);
     if (nfds != 2 && nfds != 3)
         return EINVAL;
     if (fcntl(fds[1], F_GETFD) < 0 || (nfds == 3 && fcntl(fds[2], F_GETFD) < 0))

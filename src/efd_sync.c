@@ -123,6 +123,10 @@ sync_parse(PyTypeObject *type, PyObject *args, PyObject *kwds,
     }
     *ev_out = ev;
     *bounded = bound_obj != Py_None;
+    /* Dead holders' units given back never pass the bound, in any process
+     * (efd_books.c): the page says it. */
+    if (*bounded && ((eventfd_object *)ev)->impl.cnt != NULL)
+        atomic_store(&((eventfd_object *)ev)->impl.cnt->bound, *bound);
     return 0;
 }
 
@@ -221,9 +225,12 @@ async_queued(sync_object *self)
 
 /* Take one unit: try; if nothing is there and the caller waits, warn if
  * an event loop runs on this thread, then wait. */
+/* Take one unit: try; if nothing is there and the caller waits, warn if
+ * an event loop runs on this thread, then wait.  `op`: EFD_OP_READ, with
+ * EFD_OP_HOLD to book it to this process. */
 static PyObject *
-sem_take(sync_object *self, int blocking, double timeout, const char *method,
-         const char *instead)
+sem_take(sync_object *self, int op, int blocking, double timeout,
+         const char *method, const char *instead)
 {
     uint64_t value;
     int r;
@@ -233,11 +240,11 @@ sem_take(sync_object *self, int blocking, double timeout, const char *method,
             return r < 0 ? NULL : PyBool_FromLong(0);
         blocking = 0;
     }
-    r = efd_wait(self->ev, EFD_OP_READ, &value, 0, 0.0);
+    r = efd_wait(self->ev, op, &value, 0, 0.0);
     if (r == 0 && blocking) {
         if (before_block(self, method, instead) < 0)
             return NULL;
-        r = efd_wait(self->ev, EFD_OP_READ, &value, 1, timeout);
+        r = efd_wait(self->ev, op, &value, 1, timeout);
     }
     if (r < 0)
         return NULL;
@@ -248,14 +255,17 @@ static PyObject *
 sem_acquire(sync_object *self, PyObject *const *args, Py_ssize_t nargs,
             PyObject *kwnames)
 {
-    int blocking;
+    int blocking, undo;
     double timeout;
 
     if (efd_parse_acquire(args, nargs, kwnames, EFD_TIMEOUT_THREADING,
-                          &blocking, &timeout) < 0)
+                          &blocking, &timeout, &undo) < 0)
         return NULL;
-    return sem_take(self, blocking, timeout, "acquire",
-                    "sem.acquire_async()");
+    EV_OPEN(self);
+    if (undo && efd_can_hold(self->ev, 1) < 0)
+        return NULL;
+    return sem_take(self, EFD_OP_READ | (undo ? EFD_OP_HOLD : 0), blocking,
+                    timeout, "acquire", "sem.acquire_async()");
 }
 
 /* Add n, refusing to pass `bound` (BoundedSemaphore) or the maximum. */
@@ -316,16 +326,31 @@ too_many:
     return NULL;
 }
 
+/* `with sem:` holds its unit: booked to this process where the backend
+ * keeps books, so that it comes back if the process dies in the block. */
 static PyObject *
 sem_enter(sync_object *self, PyObject *Py_UNUSED(ignored))
 {
-    return sem_take(self, 1, EFD_FOREVER, "__enter__", "async with sem");
+    PyObject *r;
+    int hold;
+    EV_OPEN(self);
+    if ((hold = efd_can_hold(self->ev, 0)) < 0)
+        return NULL;
+    r = sem_take(self, EFD_OP_READ | (hold ? EFD_OP_HOLD : 0), 1,
+                 EFD_FOREVER, "__enter__", "async with sem");
+    if (r == Py_True)
+        efd_block_enter(self->ev);
+    return r;
 }
 
+/* The block's unit goes back -- unless this is a fork child that
+ * inherited the block from its parent: the parent releases it. */
 static PyObject *
 sem_exit(sync_object *self, PyObject *const *Py_UNUSED(args),
          Py_ssize_t Py_UNUSED(nargs))
 {
+    if (!efd_block_exit(self->ev))
+        Py_RETURN_NONE;
     return sem_release(self, NULL, 0, NULL);
 }
 
@@ -341,7 +366,7 @@ sem_get_bound(sync_object *self, void *Py_UNUSED(c))
 
 static PyMethodDef sem_methods[] = {
     {"acquire", (PyCFunction)(void (*)(void))sem_acquire, FASTKW,
-     "acquire($self, /, blocking=True, timeout=None)\n--\n\n"
+     "acquire($self, /, blocking=True, timeout=None, *, undo=False)\n--\n\n"
      "Take one unit, waiting for one if needed, as threading.Semaphore "
      "does: return True once taken, False if none came within timeout "
      "seconds (a timeout that is not above zero only tries).  A call "
@@ -349,12 +374,16 @@ static PyMethodDef sem_methods[] = {
      "(RuntimeWarning, naming acquire_async()); nothing is taken before "
      "the warning.  While tasks of this process are queued in "
      "acquire_async() (or in efd.aio), a call that only tries returns "
-     "False rather than take a unit meant for them."},
+     "False rather than take a unit meant for them.  undo=True holds the "
+     "unit for this process, as SysV's SEM_UNDO: if the process dies "
+     "before a release() of its own, the unit goes back (a `with` block "
+     "holds its unit so, wherever the backend keeps books)."},
     {"release", (PyCFunction)(void (*)(void))sem_release, FASTKW,
      "release($self, /, n=1)\n--\n\n"
      "Add n units, waking up to n waiters in any process.  A "
      "BoundedSemaphore raises ValueError instead of passing its initial "
-     "value."},
+     "value.  Units this process holds (undo=True, `with` blocks) are "
+     "settled first: up to n of them stop being held."},
     {"_reinit", (PyCFunction)(void (*)(void))sync_reinit,
      METH_VARARGS | METH_KEYWORDS, NULL},
     {"__enter__", (PyCFunction)sem_enter, METH_NOARGS, NULL},

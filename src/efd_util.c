@@ -232,18 +232,24 @@ efd_to_timeout(PyObject *obj, double *out)
 
 int
 efd_parse_acquire(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                  int rules, int *blocking, double *timeout)
+                  int rules, int *blocking, double *timeout, int *undo)
 {
-    static const char *const names[] = {"blocking", "timeout", NULL};
-    PyObject *a[2];
+    static const char *const names[] = {"blocking", "timeout", "undo", NULL};
+    static const char *const names_no_undo[] = {"blocking", "timeout", NULL};
+    PyObject *a[3];
 
     *blocking = 1;
     *timeout = EFD_FOREVER;
+    if (undo != NULL)
+        *undo = 0;
     if (nargs == 0 && kwnames == NULL)
         return 0;
-    if (efd_parse_args("acquire", names, 2, args, nargs, kwnames, a) < 0)
+    if (efd_parse_args("acquire", undo != NULL ? names : names_no_undo, 2,
+                       args, nargs, kwnames, a) < 0)
         return -1;
     if (a[0] != NULL && (*blocking = PyObject_IsTrue(a[0])) < 0)
+        return -1;
+    if (undo != NULL && a[2] != NULL && (*undo = PyObject_IsTrue(a[2])) < 0)
         return -1;
     if (a[1] != NULL && a[1] != Py_None) {
         if (!*blocking) {

@@ -399,12 +399,31 @@ efd_ready_now(efd_impl *impl)
     return (p.revents & POLLIN) ? 0 : EAGAIN;
 }
 
+/* A read found nothing: if another process holds units, give back those
+ * of holders that died (efd_books.c) and try once more -- so that a dead
+ * holder's unit reaches whoever looks next, at the latest a re-check
+ * later. */
+static int
+read_after_settling(efd_impl *impl, int op, uint64_t *value)
+{
+    uint64_t added = 0;
+    if (impl->ops->settle == NULL || !efd_books_sweep_due(impl)
+            || impl->ops->settle(impl, -1, &added) != 0 || added == 0)
+        return EAGAIN;
+    return (op & EFD_OP_HOLD) ? impl->ops->try_read_hold(impl, value)
+                              : impl->ops->try_read(impl, value);
+}
+
 static int
 attempt(efd_impl *impl, int op, uint64_t *value)
 {
+    int err;
     switch (op) {
     case EFD_OP_READ:
-        return impl->ops->try_read(impl, value);
+    case EFD_OP_READ | EFD_OP_HOLD:
+        err = (op & EFD_OP_HOLD) ? impl->ops->try_read_hold(impl, value)
+                                 : impl->ops->try_read(impl, value);
+        return err == EAGAIN ? read_after_settling(impl, op, value) : err;
     case EFD_OP_WRITE:
         return impl->ops->try_write(impl, *value);
     default:
@@ -586,11 +605,12 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
     int64_t deadline = -1;
     uint64_t generation = LOAD(&self->generation);
     int err, result, pollout_lies = 0, first, quiet, rearm = 0;
-    int busy = 0, backoff = 0, looked = 0;
+    int busy = 0, backoff = 0, looked = 0, hold = op & EFD_OP_HOLD;
     uint32_t ticket = 0, proc;
     efd_waiter *w;
 
-    err = efd_attempt(self, op, value);
+    op &= ~EFD_OP_HOLD;
+    err = efd_attempt(self, op | hold, value);
     if (err == 0)
         return 1;
     if (err != EAGAIN && err != EINTR)
@@ -673,7 +693,7 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
              * and the token never re-checked). */
             looked = n >= 0 || saved_errno == EINTR;
             if (looked && !closed) {
-                err = attempt(impl, op, value);
+                err = attempt(impl, op | hold, value);
                 /* Readable, yet nothing there: the readiness may be stale
                  * (memory backends: a process died before its sync). */
                 if (err == EAGAIN && impl->ops->repair != NULL

@@ -37,7 +37,8 @@ def run_example(name, backend, *args):
 def test_every_example_is_tested():
     tested = {"threads.py", "processes.py", "select_many.py",
               "pool_bounded.py", "asyncio_wakeup.py", "aio_limit.py",
-              "handle_exec.py", "unix_socket.py", "interpreters.py"}
+              "handle_exec.py", "unix_socket.py", "interpreters.py",
+              "robust_limit.py"}
     present = {n for n in os.listdir(EXAMPLES) if n.endswith(".py")}
     assert present == tested
 
@@ -121,3 +122,14 @@ def test_interpreters(backend):
     assert out == ["pool: %s" % [i * i for i in range(8)],
                    "call: the other interpreter released 3 (%s); "
                    "5 units here" % backend]
+
+
+def test_robust_limit(backend):
+    out = run_example("robust_limit.py", backend).splitlines()
+    if backend in KERNEL_BACKENDS:
+        assert out == ["robust holds: not on the %r backend" % backend]
+        return
+    assert out == ["held by two workers: value 0",
+                   "after SIGKILL of both: value 2",
+                   "later workers done: value 2",
+                   "after a consumer exited: value 1"]

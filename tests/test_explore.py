@@ -41,7 +41,8 @@ EXPLORE_DIR = os.path.join(REPO, "tests", "explore")
 SOURCES = [os.path.join(EXPLORE_DIR, "explore.c"),
            os.path.join(EXPLORE_DIR, "scenarios.c")] + [
     os.path.join(REPO, "src", name)
-    for name in ("efd_shm.c", "efd_futex.c", "efd_pipe.c", "efd_eventfd.c")]
+    for name in ("efd_shm.c", "efd_books.c", "efd_futex.c", "efd_pipe.c",
+                 "efd_eventfd.c")]
 
 #: Preemption bounds: without deaths, and with a death at each point.
 BOUND = full_or(2, 3)
@@ -64,6 +65,11 @@ SCENARIOS = [
     "futex-armed-bounded",
     "futex-armed-three",
     "pipe-counter-take-vs-give",
+    # the books of robust holds (issue 22): a holder dying at each point
+    "books-hold-vs-hold",
+    "books-settler-vs-holders",
+    "books-holder-vs-sleeper",
+    "books-pipe-hold-vs-give",
 ]
 
 #: What the explorer found on 0.2.0's protocol, for the record (issue 17).

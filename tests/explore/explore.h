@@ -44,7 +44,11 @@ extern const int ex_nscenarios;
 efd_impl *act_impl(ex_actor *a);
 /* One try_read (semaphore mode: 1 unit).  Returns 0 or an errno. */
 int act_try_read(ex_actor *a);
-/* One try_write(n). */
+/* One try_read_hold (efd_books.c): a unit booked to the actor's slot. */
+int act_hold(ex_actor *a);
+/* settle(-1): give back the books of holders found dead. */
+int act_settle(ex_actor *a);
+/* One try_write(n) (settling the actor's own books first). */
 int act_release(ex_actor *a, uint64_t n);
 /* One try_write_limit(n, limit) (BoundedSemaphore). */
 int act_release_limit(ex_actor *a, uint64_t n, uint64_t limit);

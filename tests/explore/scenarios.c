@@ -10,7 +10,8 @@
  *   futex-watcher-vs-reader     row 4: watchers and readers share seq
  *   futex-two-readers-two-units one wake-up per unit, passed on
  * plus a few that hold the protocol's plainer promises (give vs give,
- * take vs take).  Bodies use only the act_* helpers of explore.h.
+ * take vs take), and the books of robust holds (books-*: the journal of
+ * efd_books.c, with holders dying at each point).  Bodies use only the act_* helpers of explore.h.
  */
 #include "explore.h"
 
@@ -86,6 +87,28 @@ give_one_then_watch(ex_actor *a)
     (void)act_watch(a);
 }
 
+/* ---- the books of robust holds (efd_books.c) -------------------------- */
+
+/* A `with` block: a booked unit, given back by a release. */
+static void
+hold_then_release(ex_actor *a)
+{
+    if (act_hold(a) == 0)
+        (void)act_release(a, 1);
+}
+
+static void
+hold_one(ex_actor *a)
+{
+    (void)act_hold(a);
+}
+
+static void
+settle_dead(ex_actor *a)
+{
+    (void)act_settle(a);
+}
+
 /* ---- the table --------------------------------------------------------- */
 
 const ex_scenario ex_scenarios[] = {
@@ -140,6 +163,23 @@ const ex_scenario ex_scenarios[] = {
       "C try_read",
       &efd_backend_futex, 0, 1, 3, { acquire_one, give_one_then_watch,
                                      take_one }, 0 },
+    { "books-hold-vs-hold",
+      "books: futex, count 1; A holds then releases, B holds; a death "
+      "anywhere is undone whole by the settlement",
+      &efd_backend_futex, 1, 0, 2, { hold_then_release, hold_one, NULL }, 0 },
+    { "books-settler-vs-holders",
+      "books: futex, count 2; A holds then releases, B settles dead "
+      "holders, C holds; a live holder is never settled, a dead one once",
+      &efd_backend_futex, 2, 0, 3, { hold_then_release, settle_dead,
+                                     hold_one }, 0 },
+    { "books-holder-vs-sleeper",
+      "books: futex, count 1; A holds then releases, B blocking acquire "
+      "(its re-check settles a dead A's unit and takes it)",
+      &efd_backend_futex, 1, 0, 2, { hold_then_release, acquire_one, NULL }, 0 },
+    { "books-pipe-hold-vs-give",
+      "books: pipe, count 1; A holds then releases, B try_read; "
+      "readiness in step after the settlement",
+      &efd_backend_pipe, 1, 0, 2, { hold_then_release, take_one, NULL }, 0 },
     { "pipe-counter-take-vs-give",
       "counter mode: pipe, count 1; A try_read, B try_write(1), C try_write(1)",
       &efd_backend_pipe, 1, 0, 3, { take_one, give_one, give_one }, 1 },

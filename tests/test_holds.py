@@ -1,0 +1,380 @@
+"""Robust holds (SPEC §6, issue 22): a unit held by a `with` block or taken
+with ``undo=True`` comes back when its process dies holding it; a plain
+``acquire()`` still consumes.
+
+The books live in the shared page of the memory backends (``futex``,
+``pipe``); the kernel counters keep none: there ``undo=True`` raises and a
+`with` block consumes as before.  Every wait is bounded (PROMPT), and every
+process that is killed is a fork child or a subprocess of the test.
+"""
+
+import asyncio
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import efd
+import efd.aio
+from conftest import PROMPT, REPO, full_or
+
+BOOKED = ("futex", "pipe")
+
+
+def _booked(backend):
+    return backend in BOOKED and efd._efd._probe()["robust_holds"]
+
+
+def _child(body):
+    """Fork; run body() in the child (then _exit(0)); return the pid and
+    the read end of a pipe the child writes one byte to when it holds."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            body(w)
+        finally:
+            os._exit(0)
+    os.close(w)
+    return pid, r
+
+
+def _wait_ready(r):
+    import select
+    ready, _, _ = select.select([r], [], [], PROMPT)
+    assert ready, "the child did not report holding in time"
+    assert os.read(r, 1) == b"x"
+    os.close(r)
+
+
+def _kill(pid):
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+
+
+def _hold_forever(w):
+    os.write(w, b"x")
+    time.sleep(60)
+
+
+# ---- the books in one process -------------------------------------------------
+
+def test_undo_is_booked_and_a_release_settles_it(backend):
+    ev = efd.EventFD(3, semaphore=True, backend=backend)
+    if not _booked(backend):
+        with pytest.raises(ValueError, match="keeps no books"):
+            ev.acquire(undo=True)
+        assert ev.value == 3            # nothing taken
+        ev.close()
+        return
+    assert ev.acquire(undo=True) and ev.acquire(undo=True)
+    assert (ev._held(), ev.value) == (2, 1)
+    ev.release()
+    assert (ev._held(), ev.value) == (1, 2)
+    ev.release(3)                       # settles what is left, adds all
+    assert (ev._held(), ev.value) == (0, 5)
+    assert ev.acquire(blocking=False, undo=True)
+    assert ev._held() == 1
+    ev.close()
+
+
+def test_undo_is_keyword_only_and_checked(backend):
+    ev = efd.EventFD(1, semaphore=True, backend=backend)
+    with pytest.raises(TypeError):
+        ev.acquire(True, None, True)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        ev.acquire(undos=True)
+    assert ev.value == 1
+    ev.close()
+
+
+def test_a_counter_mode_undo_read_books_the_whole_count():
+    ev = efd.EventFD(7, backend="futex")
+    assert ev.acquire(undo=True)
+    assert (ev._held(), ev.value) == (7, 0)
+    ev.release(7)
+    assert (ev._held(), ev.value) == (0, 7)
+    ev.close()
+
+
+@pytest.mark.parametrize("cls", ["Semaphore", "BoundedSemaphore"])
+def test_a_with_block_holds_its_unit(backend, cls):
+    sem = getattr(efd, cls)(2, backend=backend)
+    with sem:
+        assert sem._ev._held() == (1 if _booked(backend) else 0)
+        assert sem.value == 1
+    assert sem._ev._held() == 0
+    assert sem.value == 2
+    sem.close()
+
+
+def test_plain_acquire_is_not_booked():
+    sem = efd.Semaphore(2)
+    sem.acquire()
+    assert sem._ev._held() == 0
+    sem.release()
+    sem.close()
+
+
+def test_async_with_holds_its_unit(backend):
+    async def main():
+        for sem in (efd.Semaphore(1, backend=backend),
+                    efd.aio.Semaphore(1, backend=backend),
+                    efd.aio.Lock(backend=backend)):
+            async with sem:
+                assert sem._ev._held() == (1 if _booked(backend) else 0)
+                assert sem.value == 0
+            assert (sem._ev._held(), sem.value) == (0, 1)
+            sem.close()
+    asyncio.run(asyncio.wait_for(main(), PROMPT))
+
+
+def test_acquire_async_undo_when_contended():
+    ev = efd.EventFD(0, semaphore=True, backend="futex")
+
+    async def main():
+        async def later():
+            await asyncio.sleep(0.05)
+            ev.release()
+        task = asyncio.ensure_future(later())
+        assert await ev.acquire_async(timeout=PROMPT, undo=True)
+        await task
+    asyncio.run(main())
+    assert (ev._held(), ev.value) == (1, 0)
+    ev.release()
+    assert (ev._held(), ev.value) == (0, 1)
+    ev.close()
+
+
+def test_close_gives_back_what_this_process_holds():
+    sem = efd.Semaphore(1)
+
+    def body(w):
+        sem.acquire(undo=True)
+        sem.close()                     # the holds go back now
+        _hold_forever(w)
+
+    pid, r = _child(body)
+    _wait_ready(r)
+    assert sem.value == 1               # back while the child still lives
+    _kill(pid)
+    sem.close()
+
+
+# ---- a holder that dies -------------------------------------------------------
+
+@pytest.mark.parametrize("how", ["with", "undo", "async with", "aio async with",
+                                 "acquire_async undo"])
+def test_a_killed_holders_unit_comes_back(backend, how):
+    if how == "aio async with":
+        sem = efd.aio.BoundedSemaphore(1, backend=backend)
+    else:
+        sem = efd.BoundedSemaphore(1, backend=backend)
+
+    def body(w):
+        if how == "with":
+            with sem:
+                _hold_forever(w)
+        elif how == "undo":
+            sem.acquire(undo=_booked(backend))
+            _hold_forever(w)
+        else:
+            async def main():
+                if how in ("async with", "aio async with"):
+                    async with sem:
+                        _hold_forever(w)
+                else:
+                    await sem.acquire_async(undo=_booked(backend))
+                    _hold_forever(w)
+            asyncio.run(main())
+
+    pid, r = _child(body)
+    _wait_ready(r)
+    assert sem.value == 0
+    _kill(pid)
+    ev = sem._ev
+    if _booked(backend):
+        # A waiter gets it: the dead holder's books are settled by whoever
+        # looks (here, the first try of this acquire or its re-check).
+        assert ev.acquire(timeout=PROMPT)
+        ev.release()
+        assert sem.value == 1
+    else:
+        # The kernel counters keep no books: consumed, as before.
+        assert not ev.acquire(timeout=0.3)
+    sem.close()
+
+
+@pytest.mark.parametrize("backend_name", BOOKED)
+def test_a_sleeping_waiter_in_another_process_gets_the_unit(backend_name):
+    """The waiter is blocked before the holder dies (nobody looks at the
+    books just then): its re-check settles them and takes the unit."""
+    sem = efd.Semaphore(1, backend=backend_name)
+    holder, r = _child(lambda w: (sem.acquire(undo=True), _hold_forever(w)))
+    _wait_ready(r)
+    r2, w2 = os.pipe()
+    waiter = os.fork()
+    if waiter == 0:
+        try:
+            ok = sem.acquire(timeout=PROMPT)
+            os.write(w2, b"1" if ok else b"0")
+        finally:
+            os._exit(0)
+    os.close(w2)
+    time.sleep(0.2)                     # the waiter is asleep by now
+    _kill(holder)
+    got = os.read(r2, 1)
+    os.waitpid(waiter, 0)
+    os.close(r2)
+    assert got == b"1"
+    sem.close()
+
+
+def test_plain_consumption_is_not_given_back():
+    sem = efd.Semaphore(2)
+    pid, r = _child(lambda w: (sem.acquire(), sem.acquire(undo=True),
+                               _hold_forever(w)))
+    _wait_ready(r)
+    _kill(pid)
+    assert sem.acquire(timeout=PROMPT)  # the undo unit came back ...
+    assert not sem.acquire(timeout=0.3)  # ... the consumed one did not
+    sem.close()
+
+
+def test_a_settlement_is_clamped_to_the_bound():
+    sem = efd.BoundedSemaphore(1)
+    r, w = os.pipe()
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            sem.acquire(undo=True)
+            os.write(w, b"x")
+            os.read(go_r, 1)
+            time.sleep(60)
+        finally:
+            os._exit(0)
+    os.close(w)
+    _wait_ready(r)
+    # Another process (here: the parent) releases the unit the child took:
+    # a hand-off the books cannot see; the child still "holds" it.
+    sem.release()
+    _kill(pid)
+    assert sem.value == 1               # not 2: clamped to the bound
+    sem.close()
+
+
+def test_a_fork_child_inherits_no_holds_and_its_exit_releases_nothing():
+    sem = efd.Semaphore(1)
+    with sem:
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                held = sem._ev._held()
+                sem.__exit__(None, None, None)   # the inherited block
+                code = 0 if held == 0 and sem.value == 0 else 2
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        assert sem.value == 0
+    assert sem.value == 1
+    sem.close()
+
+
+def test_exec_keeps_the_holds_until_the_program_exits(tmp_path):
+    sem = efd.Semaphore(1)
+    flag = tmp_path / "started"
+    pid = os.fork()
+    if pid == 0:
+        try:
+            sem.acquire(undo=True)
+            os.execv(sys.executable, [sys.executable, "-c",
+                     "import pathlib, time; pathlib.Path(%r).touch(); "
+                     "time.sleep(1.0)" % str(flag)])
+        finally:
+            os._exit(1)
+    deadline = time.monotonic() + PROMPT
+    while not flag.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert flag.exists()
+    assert sem.value == 0               # the exec'd program still holds it
+    os.waitpid(pid, 0)
+    assert sem.acquire(timeout=PROMPT)  # it exited: the unit is back
+    sem.release()
+    sem.close()
+
+
+def test_a_spawned_holder_killed():
+    """A spawn child (no fork: the object crosses by pickling) holds and is
+    killed."""
+    import multiprocessing
+    ctx = multiprocessing.get_context("spawn")
+    sem = efd.Semaphore(1)
+    started = ctx.Event()
+    p = ctx.Process(target=_spawn_holder, args=(sem, started))
+    p.start()
+    assert started.wait(PROMPT * 4)
+    assert sem.value == 0
+    os.kill(p.pid, signal.SIGKILL)
+    p.join(PROMPT)
+    assert sem.acquire(timeout=PROMPT)
+    sem.release()
+    sem.close()
+
+
+def _spawn_holder(sem, started):
+    sem.acquire(undo=True)
+    started.set()
+    time.sleep(60)
+
+
+def test_random_kills_of_many_holders_conserve_the_limit():
+    limit, workers, killed = 4, full_or(8, 24), full_or(4, 12)
+    rounds = full_or(1, 3)
+    for _ in range(rounds):
+        sem = efd.BoundedSemaphore(limit)
+        rng = random.Random()
+        pids = []
+        for _ in range(workers):
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+                    while True:
+                        with sem:
+                            time.sleep(rng.uniform(0, 0.002))
+                finally:
+                    os._exit(0)
+            pids.append(pid)
+        time.sleep(0.05)
+        victims = rng.sample(pids, killed)
+        for pid in victims:
+            time.sleep(rng.uniform(0.002, 0.02))
+            os.kill(pid, signal.SIGKILL)
+        for pid in pids:
+            if pid not in victims:
+                os.kill(pid, signal.SIGTERM)
+        for pid in pids:
+            os.waitpid(pid, 0)
+        got = 0
+        while got < limit and sem.acquire(timeout=PROMPT):
+            got += 1
+        assert got == limit, "lost %d of %d units" % (limit - got, limit)
+        assert not sem.acquire(blocking=False)
+        sem.close()
+
+
+def test_the_probe_reports_robust_holds():
+    out = subprocess.run([sys.executable, "-m", "efd"], capture_output=True,
+                         text=True, timeout=60, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert "robust holds" in out.stdout
+    if sys.platform.startswith("linux"):
+        assert efd._efd._probe()["robust_holds"] is True

@@ -1,0 +1,159 @@
+"""A real pre-fork server (issue 22): gunicorn with uvicorn workers,
+``--preload`` so that the master makes the shared limit and the workers
+inherit it.  Requests hold both units of ``efd.Semaphore(2)`` in ``async
+with``; their workers are SIGKILLed (what gunicorn does to a worker past
+``--timeout``, and the OOM killer); gunicorn starts new ones, and the
+limit must be whole again.
+
+gunicorn and uvicorn come from the test extras; without them the test is
+skipped.  Full size (CI's switch) sends 200 concurrent requests first; the
+default run 20.
+"""
+
+import http.client
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import full_or
+
+pytest.importorskip("gunicorn")
+pytest.importorskip("uvicorn")
+
+APP = r'''
+import asyncio, os
+import efd
+
+LIMIT = efd.Semaphore(2)        # made in the master: --preload
+HOLDERS = os.environ["EFD_TEST_HOLDERS"]
+
+
+async def app(scope, receive, send):
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    path = scope["path"]
+    if path == "/hold":
+        async with LIMIT:
+            name = "%d-%d" % (os.getpid(), id(scope))
+            open(os.path.join(HOLDERS, name), "w").close()
+            await asyncio.sleep(120)
+        body = b"done"
+    elif path == "/work":
+        async with LIMIT:
+            await asyncio.sleep(0.005)
+        body = b"ok"
+    elif path == "/value":
+        body = str(LIMIT.value).encode()
+    else:
+        body = b"?"
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": body})
+'''
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(port, path, timeout=10.0):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", path)
+        return conn.getresponse().read().decode()
+    finally:
+        conn.close()
+
+
+def _wait_for(pred, seconds, what):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if pred():
+                return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def test_gunicorn_workers_killed_while_holding_the_limit(tmp_path):
+    (tmp_path / "app.py").write_text(APP)
+    holders = tmp_path / "holders"
+    holders.mkdir()
+    port = _free_port()
+    env = dict(os.environ, EFD_TEST_HOLDERS=str(holders))
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "--preload", "-w", "2",
+         "-k", "uvicorn.workers.UvicornWorker", "--chdir", str(tmp_path),
+         "--bind", "127.0.0.1:%d" % port, "--graceful-timeout", "2",
+         "--log-level", "warning", "app:app"],
+        env=env, start_new_session=True)
+    try:
+        _wait_for(lambda: _get(port, "/value", 1.0) == "2", 30,
+                  "the server to answer")
+
+        # The limit holds under load: every request gets through.
+        n = full_or(20, 200)
+        results = []
+
+        def work():
+            try:
+                results.append(_get(port, "/work", 30.0))
+            except OSError as exc:
+                results.append(repr(exc))
+        threads = [threading.Thread(target=work) for _ in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert results.count("ok") == n, results[:5]
+        assert _get(port, "/value") == "2"
+
+        # Two requests hold both units; their workers are SIGKILLed.
+        def hold():
+            try:
+                _get(port, "/hold", 60.0)
+            except OSError:
+                pass                    # its worker is killed: expected
+        for _ in range(2):
+            threading.Thread(target=hold, daemon=True).start()
+        _wait_for(lambda: len(os.listdir(holders)) == 2, 15,
+                  "two requests to hold the limit")
+        assert _get(port, "/value") == "0"
+        pids = {int(name.split("-")[0]) for name in os.listdir(holders)}
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+
+        # gunicorn starts new workers; the limit is whole again (a worker
+        # that answers "/value" settled the dead holders' books first).
+        _wait_for(lambda: _get(port, "/value", 2.0) == "2", 30,
+                  "the dead workers' units to come back")
+        results.clear()
+        threads = [threading.Thread(target=work) for _ in range(10)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert results.count("ok") == 10, results[:5]
+    finally:
+        try:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(10)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(10)
