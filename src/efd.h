@@ -82,7 +82,10 @@ struct efd_count {
     /* A BoundedSemaphore's bound (0: none): a dead holder's units given
      * back never take the count past it (efd_books.c). */
     _Atomic uint64_t bound;
-    /* The books: units each holder slot's process holds (efd_books.c). */
+    /* The books: one past the highest holder slot ever claimed (slots are
+     * taken lowest first, so a scan stops there; 0: nobody ever held),
+     * and the units each slot's process holds (efd_books.c). */
+    _Atomic uint32_t slots_used;
     _Atomic uint64_t books[EFD_HOLDERS];
 };
 #define EFD_SYNC_TOKEN 1u

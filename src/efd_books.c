@@ -227,6 +227,15 @@ apply(struct efd_count *c, uint64_t j)
     }
 }
 
+/* How many slots a scan looks at: those ever claimed (a peer's scribble
+ * cannot send it past the table). */
+static inline int
+slots_used(struct efd_count *c)
+{
+    uint32_t n = atomic_load_explicit(&c->slots_used, memory_order_acquire);
+    return n < EFD_HOLDERS ? (int)n : EFD_HOLDERS;
+}
+
 /* Slot s's truth (1, above): what it holds, and its sequence number. */
 static uint64_t
 truth(struct efd_count *c, int s, uint32_t *seq)
@@ -385,7 +394,7 @@ static int
 claim(efd_impl *impl)
 {
     char path[64];
-    uint32_t start, k;
+    uint32_t k, used;
     int fd, s = -1, err = 0;
     uint64_t added;
 
@@ -408,10 +417,10 @@ claim(efd_impl *impl)
             goto out;
         }
     }
-    start = ((uint32_t)getpid() * 2654435761u) % EFD_HOLDERS;
+    /* Lowest free slot first, so that scans (slots_used) stay short. */
     err = EUSERS;
     for (k = 0; k < EFD_HOLDERS; k++) {
-        int r, t = (int)((start + k) % EFD_HOLDERS);
+        int r, t = (int)k;
         r = efd_lock_byte(fd, F_OFD_SETLK, F_WRLCK, HOLDER_BYTE0 + (uint32_t)t);
         if (r == EAGAIN || r == EACCES)
             continue;                   /* another live holder's */
@@ -422,6 +431,11 @@ claim(efd_impl *impl)
     }
     if (s < 0)
         goto out;
+    used = atomic_load(&impl->cnt->slots_used);
+    while (used < (uint32_t)s + 1
+           && !atomic_compare_exchange_weak(&impl->cnt->slots_used, &used,
+                                            (uint32_t)s + 1))
+        ;
     /* Whatever a dead predecessor left in the slot goes back first (it
      * is dead: we hold its byte now). */
     err = impl->ops->settle(impl, s, &added);
@@ -547,11 +561,15 @@ int
 efd_books_foreign(efd_impl *impl)
 {
     struct efd_count *c = impl->cnt;
-    uint64_t j = atomic_load(&c->journal);
-    int s, mine = own_slot(impl);
+    uint64_t j;
+    int s, mine, n = slots_used(c);
+    if (n == 0)
+        return 0;                       /* nobody ever held: one load */
+    j = atomic_load(&c->journal);
+    mine = own_slot(impl);
     if (j_slot(j) >= 0 && j_slot(j) != mine && j_held(j) > 0)
         return 1;
-    for (s = 0; s < EFD_HOLDERS; s++)
+    for (s = 0; s < n; s++)
         if (s != mine && s != j_slot(j)
                 && atomic_load_explicit(&c->books[s],
                                         memory_order_relaxed) >> 23)
@@ -593,7 +611,7 @@ efd_books_settle(efd_impl *impl, int slot, uint64_t *added)
         return 0;
     }
     mine = own_slot(impl);
-    for (s = 0; s < EFD_HOLDERS; s++) {
+    for (s = 0; s < slots_used(impl->cnt); s++) {
         if (s == mine || truth(impl->cnt, s, NULL) == 0)
             continue;
         if (booked(impl, s, BK_SETTLE_DEAD, 0, 0, &moved, &now) != 0)
