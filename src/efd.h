@@ -126,13 +126,14 @@ typedef struct efd_impl {
     uint64_t unbelled_epoch;
     /* Memory backends, the books (efd_books.c): this process's holder
      * slot (-1: none yet) and the process epoch it was taken in (a fork
-     * child holds nothing of its parent's); the description whose lock on
-     * the slot's byte says the holder lives (-1: none yet); when this
-     * process last looked for dead holders. */
+     * child holds nothing of its parent's; the slot and its holder
+     * description are the process's, shared by its objects of one page);
+     * when this process last looked for dead holders. */
     int hslot;
     int holds_off;      /* EFD_HOLDS=off: no books kept for this object */
     uint64_t hslot_epoch;
-    _Atomic int holder_fd;
+    int claim_err;      /* why this process could not take a slot ... */
+    uint64_t claim_epoch;   /* ... in this process epoch */
     _Atomic int64_t swept_ns;
     /* eventfd-readback: units a semaphore read took but could not write
      * back yet (the counter was full), and the process (`proc`) they belong
@@ -308,6 +309,7 @@ int efd_books_available(void);
 int efd_books_probe(void);
 void efd_books_init(efd_impl *impl);
 int efd_books_claim(efd_impl *impl);
+void efd_books_adopted(efd_impl *impl);
 int efd_books_try_read(efd_impl *impl, uint64_t *value);
 int efd_books_write(efd_impl *impl, uint64_t value, uint64_t limit,
                     uint64_t *now);

@@ -98,6 +98,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
@@ -118,7 +120,8 @@ efd_books_init(efd_impl *impl)
 {
     impl->hslot = -1;
     impl->hslot_epoch = 0;
-    atomic_store(&impl->holder_fd, -1);
+    impl->claim_err = 0;
+    impl->claim_epoch = 0;
     atomic_store(&impl->swept_ns, 0);
 }
 
@@ -354,16 +357,60 @@ booked(efd_impl *impl, int s, int kind, uint64_t value, uint64_t limit,
 }
 
 #ifndef EFD_EXPLORE
-/* Claims are rare and short: one mutex for the process, whose fork
- * handlers leave it unlocked in a child. */
+/* The books are per process, so every object of this process over one
+ * page (two interpreters' copies, a handle loaded twice) shares one slot:
+ * a process-wide list of the slots this process holds, by page, with the
+ * holder description and how many objects use it.  Entries are never
+ * moved (the beacons' table points at `fd`).  Claims are rare and short:
+ * one mutex, whose fork handlers leave it unlocked -- and the list empty
+ * -- in a child (which holds nothing of its parent's). */
+struct holder {
+    struct holder *next;
+    dev_t dev;
+    ino_t ino;
+    int slot;
+    int refs;
+    _Atomic int fd;
+    uint64_t epoch;
+};
+static struct holder *holders;
 static pthread_mutex_t claim_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t claim_once = PTHREAD_ONCE_INIT;
 static void claim_prepare(void) { pthread_mutex_lock(&claim_lock); }
-static void claim_after(void) { pthread_mutex_unlock(&claim_lock); }
+static void claim_parent(void) { pthread_mutex_unlock(&claim_lock); }
+static void
+claim_child(void)
+{
+    holders = NULL;             /* the parent's (their fds: efd_shm.c) */
+    pthread_mutex_unlock(&claim_lock);
+}
 static void
 claim_init(void)
 {
-    (void)pthread_atfork(claim_prepare, claim_after, claim_after);
+    /* The beacons' handlers first (efd_process_epoch() installs them), so
+     * that a fork takes claim_lock before their mutex, as claim() does. */
+    (void)efd_process_epoch();
+    (void)pthread_atfork(claim_prepare, claim_parent, claim_child);
+}
+
+/* This process's entry for the page of `impl` (the claim lock held), or
+ * NULL.  Entries of another epoch (a raw clone child's copies) are
+ * dropped. */
+static struct holder *
+holder_find(efd_impl *impl, const struct stat *st, uint64_t epoch)
+{
+    struct holder **pp = &holders, *h;
+    while ((h = *pp) != NULL) {
+        if (h->epoch != epoch) {
+            *pp = h->next;          /* not ours: forget (its fd is gone) */
+            continue;
+        }
+        if (h->dev == st->st_dev && h->ino == st->st_ino)
+            return h;
+        pp = &h->next;
+    }
+    (void)impl;
+    return NULL;
 }
 #endif
 
@@ -394,43 +441,68 @@ static int
 claim(efd_impl *impl)
 {
     char path[64];
+    struct stat st;
+    struct holder *h;
+    uint64_t added, epoch;
     uint32_t k, used;
     int fd, s = -1, err = 0;
-    uint64_t added;
 
     pthread_once(&claim_once, claim_init);
     efd_beacon_check_inherited();       /* a raw fork child's copies */
     pthread_mutex_lock(&claim_lock);
+    epoch = efd_process_epoch();
     if (own_slot(impl) >= 0) {
         pthread_mutex_unlock(&claim_lock);
         return 0;                       /* another thread's claim */
     }
-    if ((fd = atomic_load(&impl->holder_fd)) < 0) {
-        snprintf(path, sizeof(path), "/proc/self/fd/%d", impl->shmfd);
-        /* Not close-on-exec: exec keeps the holds (above). */
-        if ((fd = open(path, O_RDWR)) < 0) {
-            err = errno;
-            goto out;
-        }
-        if ((err = efd_beacon_register(fd, &impl->holder_fd)) != 0) {
-            close(fd);
-            goto out;
-        }
+    if (impl->claim_err != 0 && impl->claim_epoch == epoch) {
+        /* Failed before in this process (no /proc, every slot taken):
+         * not a system call per `with` block to learn it again. */
+        err = impl->claim_err;
+        pthread_mutex_unlock(&claim_lock);
+        return err;
+    }
+    if (fstat(impl->shmfd, &st) < 0) {
+        err = errno;
+        goto out;
+    }
+    if ((h = holder_find(impl, &st, epoch)) != NULL) {
+        h->refs++;                      /* another object of this page */
+        s = h->slot;
+        goto mine;
+    }
+    if ((h = calloc(1, sizeof(*h))) == NULL) {
+        err = ENOMEM;
+        goto out;
+    }
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", impl->shmfd);
+    /* Not close-on-exec: exec keeps the holds (above). */
+    if ((fd = open(path, O_RDWR)) < 0) {
+        err = errno;
+        free(h);
+        goto out;
+    }
+    if ((err = efd_beacon_register(fd, &h->fd)) != 0) {
+        close(fd);
+        free(h);
+        goto out;
     }
     /* Lowest free slot first, so that scans (slots_used) stay short. */
     err = EUSERS;
     for (k = 0; k < EFD_HOLDERS; k++) {
-        int r, t = (int)k;
-        r = efd_lock_byte(fd, F_OFD_SETLK, F_WRLCK, HOLDER_BYTE0 + (uint32_t)t);
+        int r = efd_lock_byte(fd, F_OFD_SETLK, F_WRLCK, HOLDER_BYTE0 + k);
         if (r == EAGAIN || r == EACCES)
             continue;                   /* another live holder's */
         err = r;
         if (r == 0)
-            s = t;
+            s = (int)k;
         break;
     }
-    if (s < 0)
+    if (s < 0) {
+        efd_beacon_forget(&h->fd);
+        free(h);
         goto out;
+    }
     used = atomic_load(&impl->cnt->slots_used);
     while (used < (uint32_t)s + 1
            && !atomic_compare_exchange_weak(&impl->cnt->slots_used, &used,
@@ -438,16 +510,26 @@ claim(efd_impl *impl)
         ;
     /* Whatever a dead predecessor left in the slot goes back first (it
      * is dead: we hold its byte now). */
-    err = impl->ops->settle(impl, s, &added);
-    if (err != 0) {
-        (void)efd_lock_byte(fd, F_OFD_SETLK, F_UNLCK,
-                            HOLDER_BYTE0 + (uint32_t)s);
+    if ((err = impl->ops->settle(impl, s, &added)) != 0) {
+        efd_beacon_forget(&h->fd);      /* the lock goes with it */
+        free(h);
         goto out;
     }
+    h->dev = st.st_dev;
+    h->ino = st.st_ino;
+    h->slot = s;
+    h->refs = 1;
+    h->epoch = epoch;
+    h->next = holders;
+    holders = h;
+mine:
     __atomic_store_n(&impl->hslot, s, __ATOMIC_RELAXED);
-    __atomic_store_n(&impl->hslot_epoch, efd_process_epoch(),
-                     __ATOMIC_RELEASE);
+    __atomic_store_n(&impl->hslot_epoch, epoch, __ATOMIC_RELEASE);
 out:
+    if (err != 0) {
+        impl->claim_err = err;
+        impl->claim_epoch = epoch;
+    }
     pthread_mutex_unlock(&claim_lock);
     return err;
 }
@@ -489,6 +571,31 @@ int
 efd_books_claim(efd_impl *impl)
 {
     return own_slot(impl) >= 0 ? 0 : claim(impl);
+}
+
+/* A page adopted (unpickled in this process, a handle loaded twice): if
+ * this process holds a slot of it already, this object shares it, so that
+ * its releases settle what the other took. */
+void
+efd_books_adopted(efd_impl *impl)
+{
+#ifndef EFD_EXPLORE
+    struct holder *h;
+    struct stat st;
+    uint64_t epoch;
+    pthread_once(&claim_once, claim_init);
+    pthread_mutex_lock(&claim_lock);
+    epoch = efd_process_epoch();
+    if (fstat(impl->shmfd, &st) == 0
+            && (h = holder_find(impl, &st, epoch)) != NULL) {
+        h->refs++;
+        __atomic_store_n(&impl->hslot, h->slot, __ATOMIC_RELAXED);
+        __atomic_store_n(&impl->hslot_epoch, epoch, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&claim_lock);
+#else
+    (void)impl;
+#endif
 }
 
 int
@@ -632,13 +739,33 @@ efd_books_settle(efd_impl *impl, int slot, uint64_t *added)
 void
 efd_books_close(efd_impl *impl)
 {
+#ifndef EFD_EXPLORE
+    struct holder **pp, *h;
+    struct stat st;
     uint64_t added;
     int s;
-    if (impl->cnt != NULL && (s = own_slot(impl)) >= 0
-            && impl->ops->settle != NULL)
+    if (impl->cnt == NULL || (s = own_slot(impl)) < 0) {
+        impl->hslot = -1;
+        return;
+    }
+    pthread_mutex_lock(&claim_lock);
+    for (pp = &holders; (h = *pp) != NULL; pp = &h->next)
+        if (h->slot == s && fstat(impl->shmfd, &st) == 0
+                && h->dev == st.st_dev && h->ino == st.st_ino)
+            break;
+    if (h != NULL && --h->refs == 0) {
+        /* The process's last object of this page: what it holds goes
+         * back now, and its holder description goes. */
         (void)impl->ops->settle(impl, s, &added);
-    efd_beacon_forget(&impl->holder_fd);
+        *pp = h->next;
+        efd_beacon_forget(&h->fd);
+        free(h);
+    }
     impl->hslot = -1;
+    pthread_mutex_unlock(&claim_lock);
+#else
+    impl->hslot = -1;
+#endif
 }
 
 #else  /* no books here */
@@ -646,6 +773,7 @@ efd_books_close(efd_impl *impl)
 int efd_books_available(void) { return 0; }
 int efd_books_probe(void) { return 0; }
 int efd_books_claim(efd_impl *impl) { (void)impl; return ENOTSUP; }
+void efd_books_adopted(efd_impl *impl) { (void)impl; }
 int
 efd_books_try_read(efd_impl *impl, uint64_t *value)
 {

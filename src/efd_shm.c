@@ -1179,5 +1179,6 @@ efd_count_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore,
     impl->fd = fds[1];
     impl->wfd = nfds == 3 ? fds[2] : fds[1];
     impl->semaphore = semaphore >= 0 ? semaphore : (int)impl->cnt->semaphore;
+    efd_books_adopted(impl);
     return 0;
 }

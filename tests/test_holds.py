@@ -378,3 +378,20 @@ def test_the_probe_reports_robust_holds():
     assert "robust holds" in out.stdout
     if sys.platform.startswith("linux"):
         assert efd._efd._probe()["robust_holds"] is True
+
+
+def test_objects_of_one_page_in_one_process_share_the_books():
+    """The books are per process: a copy of the object in this process
+    (loaded from a pickle, as another interpreter's would be) settles what
+    the original took, and closing one copy keeps the holds of the other."""
+    import pickle
+    ev1 = efd.EventFD(2, semaphore=True, backend="futex")
+    assert ev1.acquire(undo=True)
+    ev2 = pickle.loads(pickle.dumps(ev1))
+    assert ev2._held() == 1
+    ev2.release()
+    assert (ev1._held(), ev1.value) == (0, 2)
+    assert ev2.acquire(undo=True)
+    ev2.close()                         # ev1 still open: still held
+    assert (ev1._held(), ev1.value) == (1, 1)
+    ev1.close()
