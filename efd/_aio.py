@@ -461,7 +461,9 @@ class _Waiters:
             return
         try:
             if self.ev.backend in _COUNT_IN_MEMORY:
-                ready = bool(self.ev._peek())
+                # (_look() also gives back the units of holders found dead:
+                # nobody tells a loop of their deaths.)
+                ready = bool(self.ev._look())
             else:
                 if self.poller is None:
                     self.poller = select.poll()
@@ -774,7 +776,7 @@ class _TrioWaiters:
                 with trio.move_on_after(RECHECK):
                     await trio.lowlevel.wait_readable(self.fd)
                     return
-                if self.ev._peek():
+                if self.ev._look():
                     return
         except trio.ClosedResourceError:
             raise ValueError(_CLOSED_MESSAGE) from None

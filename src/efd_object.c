@@ -849,6 +849,19 @@ eventfd_peek(eventfd_object *self, PyObject *Py_UNUSED(ignored))
     return PyLong_FromUnsignedLongLong(v);
 }
 
+/* _look(): an event loop's re-check -- the count, after giving back the
+ * units of holders found dead if this process has not looked for them in
+ * the last few ms (efd_books.c), as a blocked thread's re-check does. */
+static PyObject *
+eventfd_look(eventfd_object *self, PyObject *Py_UNUSED(ignored))
+{
+    uint64_t added;
+    CHECK_OPEN(self);
+    if (self->impl.ops->settle != NULL && efd_books_sweep_due(&self->impl))
+        (void)self->impl.ops->settle(&self->impl, -1, &added);
+    return eventfd_peek(self, NULL);
+}
+
 /* _wakeups() -> (woken, rechecks): this process's wait-loop wake-ups. */
 static PyObject *
 eventfd_wakeups(eventfd_object *self, PyObject *Py_UNUSED(ignored))
@@ -1132,6 +1145,9 @@ static PyMethodDef eventfd_methods[] = {
     {"_block_exit", (PyCFunction)eventfd_block_exit_method, METH_NOARGS,
      "_block_exit($self, /)\n--\n\nA `with` block ends: True if it was "
      "entered in this process (release its unit), False in a fork child."},
+    {"_look", (PyCFunction)eventfd_look, METH_NOARGS,
+     "_look($self, /)\n--\n\nAn event loop's re-check: the count, after "
+     "giving back dead holders' units (or None, as _peek())."},
     {"_peek", (PyCFunction)eventfd_peek, METH_NOARGS,
      "_peek($self, /)\n--\n\nThe count without consuming it, or None if unknown."},
     {NULL, NULL, 0, NULL},

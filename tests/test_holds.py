@@ -395,3 +395,45 @@ def test_objects_of_one_page_in_one_process_share_the_books():
     ev2.close()                         # ev1 still open: still held
     assert (ev1._held(), ev1.value) == (1, 1)
     ev1.close()
+
+
+@pytest.mark.parametrize("library", ["asyncio", "trio"])
+@pytest.mark.parametrize("backend_name", BOOKED)
+def test_an_event_loop_waiter_gets_a_dead_holders_unit(library, backend_name):
+    """Nobody tells a loop of a holder's death: its re-check settles the
+    books (fails without it: the waiter waits until its deadline)."""
+    if library == "trio":
+        trio = pytest.importorskip("trio")
+    sem = efd.aio.Semaphore(1, backend=backend_name)
+    pid, r = _child(lambda w: (sem._ev.acquire(undo=True), _hold_forever(w)))
+    _wait_ready(r)
+
+    async def waiter():
+        async with sem:
+            return sem._ev._held()
+
+    if library == "asyncio":
+        async def main():
+            task = asyncio.ensure_future(waiter())
+            await asyncio.sleep(0.2)    # queued, its loop watching
+            _kill(pid)
+            return await asyncio.wait_for(task, PROMPT)
+        held_inside = asyncio.run(main())
+    else:
+        async def main():
+            result = []
+
+            async def run():
+                result.append(await waiter())
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(run)
+                await trio.sleep(0.2)
+                _kill(pid)
+                with trio.fail_after(PROMPT):
+                    while not result:
+                        await trio.sleep(0.01)
+            return result[0]
+        held_inside = trio.run(main)
+    assert held_inside == 1
+    assert (sem._ev._held(), sem.value) == (0, 1)
+    sem.close()
