@@ -79,6 +79,12 @@ struct efd_count {
      * work (their deaths ring for nobody): while any is, everyone's
      * sleepers look again every EFD_RECHECK_MS (efd_futex.c). */
     _Atomic uint32_t unbelled;
+    /* futex backend, the books' bell (efd_books.c): sleepers that slept
+     * with no holder in another process to re-check for set `holdwait`
+     * and wait on `holdseq` as well; a process that starts holding units
+     * bumps it and wakes them, so that they take up re-checking. */
+    _Atomic uint32_t holdseq;
+    _Atomic uint32_t holdwait;
     /* A BoundedSemaphore's bound (0: none): a dead holder's units given
      * back never take the count past it (efd_books.c). */
     _Atomic uint64_t bound;

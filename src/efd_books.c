@@ -51,7 +51,10 @@
  *   J4  (settling a holder found dead) ask the kernel whether s's holder
  *       lives; if so, stop;
  *   J5  swap (c, j) for (c', j') where j' = (s, seq + 1, new value); on
- *       failure, start again at J1.
+ *       failure, start again at J1;
+ *   J6  if s went from holding nothing to holding units, ring the books'
+ *       bell for futex sleepers that sleep with no re-check
+ *       (holders_appeared(), below).
  *
  * Nobody applies its own change: the next change of another slot does
  * (J2), or anyone who reads the books (efd_books_settle(), _held()).  So a
@@ -97,6 +100,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <stdlib.h>
@@ -269,6 +275,27 @@ holder_alive(efd_impl *impl, int s)
 #endif
 }
 
+/* J6: a slot went from holding nothing to holding units.  futex
+ * sleepers that saw no holder in another process sleep with no re-check;
+ * one of them may be owed this holder's units if it dies, so wake them
+ * (they come back to re-checking).  They set `holdwait` before they look
+ * at the books, and this reads it after J5's full barrier: one of the two
+ * sees the other.  No system call unless someone set it. */
+static void
+holders_appeared(struct efd_count *c)
+{
+    if (!atomic_load(&c->holdwait) || !atomic_exchange(&c->holdwait, 0))
+        return;
+    EFD_POINT("books: holdwait taken");
+    atomic_fetch_add(&c->holdseq, 1);
+#ifdef EFD_EXPLORE
+    (void)efd_explore_futex(&c->holdseq, FUTEX_WAKE, INT32_MAX, NULL);
+#else
+    (void)syscall(SYS_futex, &c->holdseq, FUTEX_WAKE, INT32_MAX, NULL,
+                  NULL, 0);
+#endif
+}
+
 enum { BK_TAKE, BK_ADD, BK_BOOK, BK_SETTLE, BK_SETTLE_DEAD };
 
 /* One booked change on slot s (the protocol above).  BK_TAKE: take 1
@@ -349,6 +376,8 @@ booked(efd_impl *impl, int s, int kind, uint64_t value, uint64_t limit,
         if (cas16(&c->count, &cnt, &j, next,                    /* J5 */
                   j_make(s, seq + 1, newheld))) {
             EFD_POINT("books: swapped");
+            if (held == 0 && newheld > 0)
+                holders_appeared(c);                            /* J6 */
             *now = next;
             return 0;
         }

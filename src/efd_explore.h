@@ -25,7 +25,7 @@ long efd_explore_futex(_Atomic uint32_t *word, int op, uint32_t val,
  * (an actor that died at a point is gone at once). */
 int efd_explore_alive(long tgid, long tid);
 /* The futex backend's death bell (efd_futex.c): the running actor's model
- * of its robust-list head, and futex_waitv on n words, at most 4 (returns
+ * of its robust-list head, and futex_waitv on n words, at most 5 (returns
  * the index of the word woken on, or -1 with errno). */
 struct robust_list_head *efd_explore_robust_head(void);
 long efd_explore_futex_waitv(_Atomic uint32_t *const *words,

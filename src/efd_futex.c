@@ -248,23 +248,29 @@ bell_restore(const struct bell_arming *a)
  * last look (S4) and died before its wake-up rings while the sleeper is
  * not asleep yet -- the ring wakes nobody, and the ticket has not moved
  * (W3 never came).  The units it added have: the sleep does not start. */
-#define BELL_WORDS 4
+#define BELL_WORDS 5
 static long
-bell_wait(struct efd_count *c, _Atomic uint32_t *word, uint32_t t, int ms)
+bell_wait(struct efd_count *c, _Atomic uint32_t *word, uint32_t t, int ms,
+          int with_hold, uint32_t hold)
 {
+    /* The books' bell is for sleepers that do not re-check: one that looks
+     * again every EFD_RECHECK_MS anyway need not be woken for it. */
+    int n = with_hold ? BELL_WORDS : BELL_WORDS - 1;
     _Atomic uint32_t *words[BELL_WORDS];
-    uint32_t vals[BELL_WORDS] = { t, 0, 0, 0 };
+    uint32_t vals[BELL_WORDS] = { t, 0, 0, 0, hold };
     words[0] = word;
     words[1] = &c->bell;
     words[2] = (_Atomic uint32_t *)(void *)&c->count;        /* halves */
     words[3] = (_Atomic uint32_t *)(void *)&c->count + 1;
+    /* The books' bell: a process starting to hold units (efd_books.c). */
+    words[4] = &c->holdseq;
 #ifdef EFD_EXPLORE
-    return efd_explore_futex_waitv(words, vals, BELL_WORDS, ms >= 0);
+    return efd_explore_futex_waitv(words, vals, n, ms >= 0);
 #else
     struct bell_waitv w[BELL_WORDS];
     struct timespec ts, *deadline = NULL;
     int i;
-    for (i = 0; i < BELL_WORDS; i++) {
+    for (i = 0; i < n; i++) {
         w[i].val = vals[i];
         w[i].uaddr = (uintptr_t)words[i];
         w[i].flags = BELL_SIZE_U32;
@@ -280,8 +286,7 @@ bell_wait(struct efd_count *c, _Atomic uint32_t *word, uint32_t t, int ms)
         }
         deadline = &ts;
     }
-    return syscall(SYS_futex_waitv, w, BELL_WORDS, 0, deadline,
-                   CLOCK_MONOTONIC);
+    return syscall(SYS_futex_waitv, w, n, 0, deadline, CLOCK_MONOTONIC);
 #endif
 }
 
@@ -298,7 +303,8 @@ efd_bell_probe(void)
     atomic_store(&probe.seq, 1);
     if (robust_head() == NULL)
         return 0;
-    return bell_wait(&probe, &probe.seq, 0, 0) < 0 && errno == EAGAIN;
+    atomic_store(&probe.holdseq, 0);
+    return bell_wait(&probe, &probe.seq, 0, 0, 1, 0) < 0 && errno == EAGAIN;
 #endif
 }
 
@@ -321,9 +327,10 @@ robust_head(void)
     return NULL;
 }
 static long
-bell_wait(struct efd_count *c, _Atomic uint32_t *word, uint32_t t, int ms)
+bell_wait(struct efd_count *c, _Atomic uint32_t *word, uint32_t t, int ms,
+          int with_hold, uint32_t hold)
 {
-    (void)c; (void)word; (void)t; (void)ms;
+    (void)c; (void)word; (void)t; (void)ms; (void)with_hold; (void)hold;
     errno = ENOSYS;
     return -1;
 }
@@ -552,7 +559,8 @@ fx_ticket(efd_impl *impl, int kind)
  * it takes the unit or passes it on. */
 static int
 block_on_bell(efd_impl *impl, int kind, uint32_t ticket, int ms,
-              _Atomic uint64_t *who, uint32_t epoch)
+              _Atomic uint64_t *who, uint32_t epoch, int rechecks,
+              uint32_t hold)
 {
     struct efd_count *c = impl->cnt;
     struct bell_arming arming;
@@ -565,7 +573,8 @@ block_on_bell(efd_impl *impl, int kind, uint32_t ticket, int ms,
         bell_demote(impl);
         return 0;                       /* look again, without the bell */
     }
-    woke = bell_wait(c, word_of(c, kind), ticket, ms);          /* S5 */
+    woke = bell_wait(c, word_of(c, kind), ticket, ms,           /* S5 */
+                     !rechecks, hold);
     if (woke < 0 && (errno == ENOSYS || errno == EPERM)) {
         bell_restore(&arming);
         sleep_leave(who, epoch);
@@ -590,9 +599,9 @@ fx_block(efd_impl *impl, int kind, uint32_t ticket, int ms)
 {
     struct efd_count *c = impl->cnt;
     _Atomic uint64_t *who = NULL;
-    uint32_t epoch = 0;
+    uint32_t epoch = 0, hold = 0;
     struct timespec ts;
-    int err = 0;
+    int err = 0, rechecks = 1;
 
     if (kind == EFD_BLOCK_WRITE) {
         /* Nothing signals "room for n more": look again every 5 ms. */
@@ -601,13 +610,20 @@ fx_block(efd_impl *impl, int kind, uint32_t ticket, int ms)
     }
     else {
         unbelled_check(impl);
+        /* The books' bell, before the look at the books below: a process
+         * that starts holding units after that look finds `holdwait` set,
+         * and moves `holdseq` (efd_books.c). */
+        hold = atomic_load(&c->holdseq);
+        atomic_store(&c->holdwait, 1);
+        atomic_thread_fence(memory_order_seq_cst);
+        EFD_POINT("block: holdwait set");
         /* Without the bell here or in any process that has the object
          * open, look again every EFD_RECHECK_MS (after the ticket: see
          * unbelled_check); and while another process holds units, whose
          * death nobody rings for (efd_books.c): the look settles them. */
-        if ((!impl->bell || atomic_load(&c->unbelled) > 0
-                    || efd_books_foreign(impl))
-                && (ms < 0 || ms > EFD_RECHECK_MS))
+        rechecks = !impl->bell || atomic_load(&c->unbelled) > 0
+                   || efd_books_foreign(impl);
+        if (rechecks && (ms < 0 || ms > EFD_RECHECK_MS))
             ms = EFD_RECHECK_MS;
         who = kind == EFD_BLOCK_READY ? &c->watchers : &c->sleepers;
         epoch = sleep_enter(who);                               /* S3 */
@@ -617,7 +633,8 @@ fx_block(efd_impl *impl, int kind, uint32_t ticket, int ms)
         }
         EFD_POINT("block: count 0");
         if (impl->bell)
-            return block_on_bell(impl, kind, ticket, ms, who, epoch);
+            return block_on_bell(impl, kind, ticket, ms, who, epoch,
+                                 rechecks, hold);
     }
     ts.tv_sec = ms / 1000;
     ts.tv_nsec = (long)(ms % 1000) * 1000000L;

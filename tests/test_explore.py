@@ -69,6 +69,7 @@ SCENARIOS = [
     "books-hold-vs-hold",
     "books-settler-vs-holders",
     "books-holder-vs-sleeper",
+    "books-book-vs-untimed-sleeper",
     "books-pipe-hold-vs-give",
 ]
 

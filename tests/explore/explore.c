@@ -108,7 +108,7 @@ struct ex_actor {
     int die;                        /* told to die at its next resume */
     /* the futex model */
     _Atomic uint32_t *word;         /* blocked on it */
-    _Atomic uint32_t *more[3];      /* futex_waitv's other words, or NULL */
+    _Atomic uint32_t *more[4];      /* futex_waitv's other words, or NULL */
     int woke_on;                    /* futex_waitv: index of the word */
     /* its robust-list head (the kernel's ABI), which the futex backend's
      * death bell arms: at its death the model does what the kernel does
@@ -120,6 +120,7 @@ struct ex_actor {
     /* the books */
     uint64_t released, acquired;
     uint64_t held;                  /* booked to its slot (efd_books.c) */
+    int untimed;                    /* act_acquire_untimed() */
     int64_t inflight;               /* change an operation may be making */
     int gave_up;
     _Atomic long tid;               /* its kernel thread id (0: not yet) */
@@ -386,7 +387,7 @@ waits_on(const ex_actor *b, _Atomic uint32_t *word)
     int i;
     if (b->word == word)
         return 0;
-    for (i = 0; i < 3; i++)
+    for (i = 0; i < 4; i++)
         if (b->more[i] == word)
             return i + 1;
     return -1;
@@ -442,7 +443,7 @@ model_wait(ex_actor *a, _Atomic uint32_t *word, uint32_t val,
     return 0;
 }
 
-/* futex_waitv on up to 4 words (the futex backend's death bell): the
+/* futex_waitv on up to 5 words (the futex backend's death bell): the
  * values are checked and the actor queued on all of them in one step, as
  * the kernel does. */
 long
@@ -451,7 +452,7 @@ efd_explore_futex_waitv(_Atomic uint32_t *const *words, const uint32_t *vals,
 {
     ex_actor *a = self_actor;
     int i;
-    if (a == NULL || n < 1 || n > 4) {
+    if (a == NULL || n < 1 || n > 5) {
         fprintf(stderr, "explore: futex_waitv outside an actor or with %d "
                 "words\n", n);
         abort();
@@ -464,7 +465,7 @@ efd_explore_futex_waitv(_Atomic uint32_t *const *words, const uint32_t *vals,
             return -1;
         }
     a->word = words[0];
-    for (i = 0; i < 3; i++)
+    for (i = 0; i < 4; i++)
         a->more[i] = i + 1 < n ? words[i + 1] : NULL;
     a->has_timeout = has_timeout;
     a->timed_out = 0;
@@ -473,7 +474,7 @@ efd_explore_futex_waitv(_Atomic uint32_t *const *words, const uint32_t *vals,
     a->state = ST_BLOCKED;
     note(a, "futex_waitv: asleep", NOVAL);
     yield_to_scheduler(a);
-    a->word = a->more[0] = a->more[1] = a->more[2] = NULL;
+    a->word = a->more[0] = a->more[1] = a->more[2] = a->more[3] = NULL;
     if (a->timed_out) {
         errno = ETIMEDOUT;
         return -1;
@@ -655,7 +656,9 @@ act_unblock(ex_actor *a)
     }
 }
 
-/* One sleep in block(); counts a timeout.  Returns its error. */
+/* One sleep in block(); counts a timeout.  Returns its error.  An
+ * untimed actor passes no time limit of its own (a caller without a
+ * deadline): it times out only where block() looks again by itself. */
 static int
 act_block(ex_actor *a, int kind, uint32_t ticket, int *timeouts)
 {
@@ -663,7 +666,8 @@ act_block(ex_actor *a, int kind, uint32_t ticket, int *timeouts)
     note(a, kind == EFD_BLOCK_READ ? "> block(READ), ticket"
                                    : "> block(READY), ticket", ticket);
     a->kind = kind;
-    err = R.impl.ops->block(&R.impl, kind, ticket, EFD_RECHECK_MS);
+    err = R.impl.ops->block(&R.impl, kind, ticket,
+                            a->untimed ? -1 : EFD_RECHECK_MS);
     a->kind = -1;
     if (err == ETIMEDOUT)
         ++*timeouts;
@@ -701,6 +705,49 @@ act_acquire(ex_actor *a)
     a->gave_up++;
     note(a, "< acquire: gave up", NOVAL);
     return EAGAIN;
+}
+
+int
+act_acquire_untimed(ex_actor *a)
+{
+    int r;
+    a->untimed = 1;
+    r = act_acquire(a);
+    a->untimed = 0;
+    return r;
+}
+
+int
+act_book(ex_actor *a, uint64_t n)
+{
+    uint64_t v = 0;
+    int err;
+    note(a, "> try_read then book (a loop's task resuming)", NOVAL);
+    a->inflight = -1;           /* the plain read: a death may take it */
+    err = R.impl.ops->try_read(&R.impl, &v);
+    a->inflight = 0;
+    if (err != 0) {
+        note(a, "< try_read: EAGAIN", NOVAL);
+        return err;
+    }
+    a->acquired += v;
+    EFD_POINT("act: read, not booked yet");
+    /* A death inside the booking: booked (the settlement gives it back)
+     * or not (consumed). */
+    a->inflight = (int64_t)n;
+    err = efd_books_book(&R.impl, n);
+    a->inflight = 0;
+    if (err == 0)
+        a->held += n;
+    note(a, err ? "< book: failed" : "< book: booked", (long long)n);
+    return err;
+}
+
+void
+act_inside(ex_actor *a)
+{
+    note(a, "inside its block", NOVAL);
+    EFD_POINT("holder: inside its block");
 }
 
 int
@@ -986,6 +1033,41 @@ start_actors(const ex_scenario *sc)
     }
 }
 
+/* Everyone left is an untimed sleeper (act_acquire_untimed) and nobody
+ * can run: fine if nothing is there and nothing is owed -- a caller with
+ * no deadline waits for a release that never comes.  A dead actor's held
+ * units are owed (the books give them back): then it is a lost wake-up.
+ * Either way the sleepers' own deadlines are then taken to have come (a
+ * time-out), so that the schedule ends. */
+static int
+untimed_waits_forever(void)
+{
+    uint64_t owed = 0;
+    int i;
+    for (i = 0; i < R.n; i++) {
+        ex_actor *a = &R.actors[i];
+        if (a->state == ST_BLOCKED && !a->untimed)
+            return 0;
+        if (a->state == ST_DEAD)
+            owed += a->held;
+    }
+    if (count_now() > 0 || owed > 0) {
+        violation(V_LOST, "lost wake-up: an untimed sleeper sleeps with "
+                  "count %llu and %llu unit(s) of a dead holder owed, and "
+                  "nobody left to wake it",
+                  (unsigned long long)count_now(), (unsigned long long)owed);
+    }
+    for (i = 0; i < R.n; i++)
+        if (R.actors[i].state == ST_BLOCKED) {
+            note(&R.actors[i], "its deadline: waits forever otherwise",
+                 NOVAL);
+            R.actors[i].state = ST_RUNNABLE;
+            R.actors[i].timed_out = 1;
+            R.actors[i].untimed = 0;    /* from now on, re-checks */
+        }
+    return 1;
+}
+
 /* Run one schedule from a fresh object to the end; check; close. */
 static void
 run_schedule(const ex_scenario *sc)
@@ -1012,6 +1094,8 @@ run_schedule(const ex_scenario *sc)
         if (!any_runnable)
             check_quiet();
         n = options(o);
+        if (n == 0 && untimed_waits_forever())
+            continue;               /* their deadline came, in effect */
         if (n == 0) {
             fprintf(stderr, "explore: %s: actors blocked without a "
                     "timeout and nobody to wake them\n", sc->name);

@@ -57,6 +57,14 @@ int act_release_limit(ex_actor *a, uint64_t n, uint64_t limit);
  * EX_MAX_TIMEOUTS re-checks in a row with nothing taken, and then passing
  * a wake-up on with interrupt(impl, 0).  Returns 0 if it took a unit. */
 int act_acquire(ex_actor *a);
+/* The same with no time limit of the caller's (it times out only where
+ * block() itself looks again: no death bell, a holder elsewhere). */
+int act_acquire_untimed(ex_actor *a);
+/* A plain try_read, then the unit booked (efd.aio's `async with`: the
+ * loop's reader took it, the task books it when it resumes). */
+int act_book(ex_actor *a, uint64_t n);
+/* A point where the actor holds what it took (it may die there). */
+void act_inside(ex_actor *a);
 /* Event.wait(): loop { ticket; peek > 0?; block(READY, ticket, 100 ms) }. */
 int act_watch(ex_actor *a);
 

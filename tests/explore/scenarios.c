@@ -103,6 +103,20 @@ hold_one(ex_actor *a)
     (void)act_hold(a);
 }
 
+/* efd.aio's async with: read by the loop, booked as the task resumes. */
+static void
+read_then_book(ex_actor *a)
+{
+    if (act_book(a, 1) == 0)
+        act_inside(a);
+}
+
+static void
+acquire_untimed(ex_actor *a)
+{
+    (void)act_acquire_untimed(a);
+}
+
 static void
 settle_dead(ex_actor *a)
 {
@@ -176,6 +190,12 @@ const ex_scenario ex_scenarios[] = {
       "books: futex, count 1; A holds then releases, B blocking acquire "
       "(its re-check settles a dead A's unit and takes it)",
       &efd_backend_futex, 1, 0, 2, { hold_then_release, acquire_one, NULL }, 0 },
+    { "books-book-vs-untimed-sleeper",
+      "books: futex, count 1; A reads then books (a loop's async with), "
+      "B blocking acquire with no deadline: if A dies holding, B is woken "
+      "to re-check (the books' bell) and takes the unit",
+      &efd_backend_futex, 1, 0, 2, { read_then_book, acquire_untimed, NULL },
+      0 },
     { "books-pipe-hold-vs-give",
       "books: pipe, count 1; A holds then releases, B try_read; "
       "readiness in step after the settlement",
