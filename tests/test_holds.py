@@ -437,3 +437,50 @@ def test_an_event_loop_waiter_gets_a_dead_holders_unit(library, backend_name):
     assert held_inside == 1
     assert (sem._ev._held(), sem.value) == (0, 1)
     sem.close()
+
+
+def test_a_sleeper_is_told_of_a_hold_booked_after_it_slept():
+    """futex: W sleeps while no other process holds anything (no re-check
+    needed then); A's loop task then books the unit its reader took, and A
+    is killed.  The books' bell wakes W to re-check: it gets the unit long
+    before its deadline (fails without the bell: at the deadline)."""
+    sem = efd.aio.Semaphore(1)
+    ev = sem._ev
+    assert ev.acquire()
+    go_r, go_w = os.pipe()
+    booked_r, booked_w = os.pipe()
+    a = os.fork()
+    if a == 0:
+        try:
+            async def main():
+                loop = asyncio.get_running_loop()
+                # Keeps the loop busy after the reader took the unit, so
+                # that the task books it only later, while W sleeps.
+                loop.add_reader(go_r, lambda: (os.read(go_r, 1),
+                                               time.sleep(0.5)))
+                async with sem:
+                    os.write(booked_w, b"x")
+                    await asyncio.sleep(60)
+            asyncio.run(main())
+        finally:
+            os._exit(0)
+    time.sleep(0.3)                     # A's task queued, its loop watching
+    ev.release()
+    os.write(go_w, b"x")                # A's loop: read, then stall 0.5 s
+    time.sleep(0.15)
+    res_r, res_w = os.pipe()
+    w = os.fork()
+    if w == 0:
+        try:
+            t0 = time.monotonic()
+            ok = ev.acquire(timeout=PROMPT * 2)
+            os.write(res_w, b"%d %.3f" % (ok, time.monotonic() - t0))
+        finally:
+            os._exit(0)
+    _wait_ready(booked_r)               # A booked it (W asleep by now)
+    _kill(a)
+    ok, waited = os.read(res_r, 64).split()
+    os.waitpid(w, 0)
+    assert ok == b"1"
+    assert float(waited) < PROMPT, "W got the unit only at its deadline"
+    sem.close()
