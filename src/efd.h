@@ -138,6 +138,7 @@ typedef struct efd_impl {
     int hslot;
     int holds_off;      /* EFD_HOLDS=off: no books kept for this object */
     uint64_t hslot_epoch;
+    uint64_t holders_seen;  /* efd_books.c's holders_gen, last looked at */
     int claim_err;      /* why this process could not take a slot ... */
     uint64_t claim_epoch;   /* ... in this process epoch */
     _Atomic int64_t swept_ns;

@@ -128,6 +128,7 @@ efd_books_init(efd_impl *impl)
     impl->hslot_epoch = 0;
     impl->claim_err = 0;
     impl->claim_epoch = 0;
+    impl->holders_seen = 0;
     atomic_store(&impl->swept_ns, 0);
 }
 
@@ -403,6 +404,9 @@ struct holder {
     uint64_t epoch;
 };
 static struct holder *holders;
+/* Bumped whenever an entry is added: an object of this process made
+ * before it (a pickle loaded before the first hold) looks again. */
+static _Atomic uint64_t holders_gen = 1;
 static pthread_mutex_t claim_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t claim_once = PTHREAD_ONCE_INIT;
 static void claim_prepare(void) { pthread_mutex_lock(&claim_lock); }
@@ -551,6 +555,7 @@ claim(efd_impl *impl)
     h->epoch = epoch;
     h->next = holders;
     holders = h;
+    atomic_fetch_add(&holders_gen, 1);
 mine:
     __atomic_store_n(&impl->hslot, s, __ATOMIC_RELAXED);
     __atomic_store_n(&impl->hslot_epoch, epoch, __ATOMIC_RELEASE);
@@ -615,7 +620,8 @@ efd_books_adopted(efd_impl *impl)
     pthread_once(&claim_once, claim_init);
     pthread_mutex_lock(&claim_lock);
     epoch = efd_process_epoch();
-    if (fstat(impl->shmfd, &st) == 0
+    impl->holders_seen = atomic_load(&holders_gen);
+    if (own_slot(impl) < 0 && fstat(impl->shmfd, &st) == 0
             && (h = holder_find(impl, &st, epoch)) != NULL) {
         h->refs++;
         __atomic_store_n(&impl->hslot, h->slot, __ATOMIC_RELAXED);
@@ -625,6 +631,19 @@ efd_books_adopted(efd_impl *impl)
 #else
     (void)impl;
 #endif
+}
+
+/* An object with no slot of its own: has this process taken one for its
+ * page since the object last looked?  One load while nothing changed. */
+static int
+slot_joined(efd_impl *impl)
+{
+#ifndef EFD_EXPLORE
+    if (atomic_load(&holders_gen) == impl->holders_seen)
+        return 0;
+    efd_books_adopted(impl);
+#endif
+    return own_slot(impl) >= 0;
 }
 
 int
@@ -649,8 +668,9 @@ efd_books_own_held(efd_impl *impl)
 {
     int s;
 #ifndef EFD_EXPLORE
-    if (__atomic_load_n(&impl->hslot, __ATOMIC_RELAXED) < 0)
-        return 0;                       /* held nothing, ever: one load */
+    if (__atomic_load_n(&impl->hslot, __ATOMIC_RELAXED) < 0
+            && !slot_joined(impl))
+        return 0;                       /* held nothing, ever: two loads */
 #endif
     s = own_slot(impl);
     return s >= 0 && truth(impl->cnt, s, NULL) > 0;
@@ -688,6 +708,8 @@ uint64_t
 efd_books_held(efd_impl *impl)
 {
     int s = impl->cnt != NULL ? own_slot(impl) : -1;
+    if (s < 0 && impl->cnt != NULL && slot_joined(impl))
+        s = own_slot(impl);
     return s < 0 ? 0 : truth(impl->cnt, s, NULL);
 }
 

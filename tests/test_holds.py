@@ -484,3 +484,25 @@ def test_a_sleeper_is_told_of_a_hold_booked_after_it_slept():
     assert ok == b"1"
     assert float(waited) < PROMPT, "W got the unit only at its deadline"
     sem.close()
+
+
+def test_a_copy_made_before_the_first_hold_shares_the_books_too():
+    """The copy exists before the process takes its slot (adversary F3):
+    released through the copy, the unit is settled; killed afterwards, the
+    process leaves the count whole (no unit given back twice)."""
+    import pickle
+    sem = efd.Semaphore(1)
+
+    def body(w):
+        copy = pickle.loads(pickle.dumps(sem))
+        sem.acquire(undo=True)
+        copy.release()
+        if copy._ev._held() != 0:
+            os._exit(3)
+        _hold_forever(w)
+
+    pid, r = _child(body)
+    _wait_ready(r)
+    _kill(pid)
+    assert sem.value == 1
+    sem.close()
