@@ -102,7 +102,7 @@ class EventFD(_CEventFD):
         elif self.closed:
             raise ValueError(_aio._CLOSED_MESSAGE)
         elif undo:
-            self._can_hold() or self.acquire(False, undo=True)  # the error
+            self._can_hold(True)        # raises if undo cannot be kept
         if seconds == 0:
             if fam.checkpoints:
                 await fam.cancel_shielded_checkpoint()

@@ -37,9 +37,10 @@
 /* The shared page of the memory backends (pipe, futex): see efd_shm.c.
  * Its layout is part of each backend's magic number: change both together
  * (processes running different layouts must not share a page). */
-/* Holder slots in the page (efd_books.c): one per process that holds
- * units of the object (a `with` block, acquire(undo=True)). */
-#define EFD_HOLDERS 448
+/* Holder slots in the page (efd_books.c): one per live process that has
+ * held units of the object (a `with` block, acquire(undo=True)); the page
+ * is 16 KiB with them. */
+#define EFD_HOLDERS 1984
 
 struct efd_count {
     uint32_t magic;                 /* which backend made it */

@@ -47,6 +47,8 @@
  * no system call again.
  */
 #include "efd.h"
+
+#include <stdlib.h>
 #include "efd_explore.h"
 
 #include <errno.h>
@@ -296,15 +298,17 @@ efd_bell_probe(void)
 #ifdef EFD_EXPLORE
     return 1;
 #else
-    /* A value that differs: futex_waitv answers EAGAIN where it exists. */
-    struct efd_count probe;
-    atomic_store(&probe.bell, 0);
-    atomic_store(&probe.count, 0);
-    atomic_store(&probe.seq, 1);
-    if (robust_head() == NULL)
+    /* A value that differs: futex_waitv answers EAGAIN where it exists.
+     * (A page's worth of zeros on the heap: the books make it large.) */
+    struct efd_count *probe;
+    int ok;
+    if (robust_head() == NULL
+            || (probe = calloc(1, sizeof(*probe))) == NULL)
         return 0;
-    atomic_store(&probe.holdseq, 0);
-    return bell_wait(&probe, &probe.seq, 0, 0, 1, 0) < 0 && errno == EAGAIN;
+    atomic_store(&probe->seq, 1);
+    ok = bell_wait(probe, &probe->seq, 0, 0, 1, 0) < 0 && errno == EAGAIN;
+    free(probe);
+    return ok;
 #endif
 }
 

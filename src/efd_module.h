@@ -115,6 +115,9 @@ typedef struct {
      * a block its parent entered releases nothing. */
     uint64_t blocks_epoch;
     int64_t blocks;
+    /* The process epoch in which a `with` block warned that it could not
+     * hold its unit (efd_can_hold()). */
+    uint64_t hold_warned;
 #if PY_VERSION_HEX < 0x03090000
     PyObject *module;  /* 3.8: keeps the state impl.proc points into alive */
 #endif

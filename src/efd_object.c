@@ -133,6 +133,7 @@ alloc_object(PyTypeObject *type, efd_state *st)
     self->quiet = 0;
     self->blocks_epoch = 0;
     self->blocks = 0;
+    self->hold_warned = 0;
     self->weakreflist = NULL;
 #if PY_VERSION_HEX < 0x03090000
     self->module = PyImport_ImportModule("efd._efd");
@@ -615,12 +616,27 @@ efd_can_hold(eventfd_object *self, int why)
     }
     if ((err = efd_books_claim(impl)) == 0)
         return 1;
-    if (!why)
+    if (!why) {
+        /* A `with` block that cannot hold its unit consumes it, as before
+         * the books: say so, once per object and process. */
+        uint64_t epoch = efd_process_epoch();
+        if (self->hold_warned != epoch) {
+            self->hold_warned = epoch;
+            if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                    "efd: a `with` block's unit is not held here, so it "
+                    "will not come back if this process dies inside: %s",
+                    err == EUSERS ? "every holder slot of the object is "
+                                    "taken" : strerror(err)) < 0)
+                return -1;
+        }
         return 0;
+    }
     if (err == EUSERS)
         PyErr_Format(PyExc_OSError,
                      "undo=True: every holder slot of this object is taken "
-                     "(%d processes hold units)", EFD_HOLDERS);
+                     "(%d live processes have held units of it; a process "
+                     "keeps its slot until it exits or closes the object)",
+                     EFD_HOLDERS);
     else {
         errno = err;
         PyErr_SetFromErrno(PyExc_OSError);
@@ -685,12 +701,22 @@ eventfd_block_exit_method(eventfd_object *self, PyObject *Py_UNUSED(ignored))
     return PyBool_FromLong(efd_block_exit(self));
 }
 
+/* _can_hold(strict=False): whether reads can be booked here; strict:
+ * raise instead of answering False (acquire(undo=True)'s errors). */
 static PyObject *
-eventfd_can_hold_method(eventfd_object *self, PyObject *Py_UNUSED(ignored))
+eventfd_can_hold_method(eventfd_object *self, PyObject *const *args,
+                        Py_ssize_t nargs)
 {
-    int r;
+    int r, strict = 0;
     CHECK_OPEN(self);
-    if ((r = efd_can_hold(self, 0)) < 0)
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "_can_hold() takes at most 1 "
+                        "argument");
+        return NULL;
+    }
+    if (nargs == 1 && (strict = PyObject_IsTrue(args[0])) < 0)
+        return NULL;
+    if ((r = efd_can_hold(self, strict)) < 0)
         return NULL;
     return PyBool_FromLong(r);
 }
@@ -1136,9 +1162,11 @@ static PyMethodDef eventfd_methods[] = {
     {"_held", (PyCFunction)eventfd_held, METH_NOARGS,
      "_held($self, /)\n--\n\nUnits this process holds (undo=True, `with` "
      "blocks of the drop-ins), as its books say."},
-    {"_can_hold", (PyCFunction)eventfd_can_hold_method, METH_NOARGS,
-     "_can_hold($self, /)\n--\n\nWhether reads can be booked here (claims "
-     "this process's holder slot on first use)."},
+    {"_can_hold", (PyCFunction)(void (*)(void))eventfd_can_hold_method,
+     METH_FASTCALL,
+     "_can_hold($self, strict=False, /)\n--\n\nWhether reads can be "
+     "booked here (claims this process's holder slot on first use); "
+     "strict: raise, naming why, instead of False."},
     {"_block_enter", (PyCFunction)eventfd_block_enter_method, METH_NOARGS,
      "_block_enter($self, /)\n--\n\nA `with` block's unit was taken in "
      "this process."},

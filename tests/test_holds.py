@@ -506,3 +506,48 @@ def test_a_copy_made_before_the_first_hold_shares_the_books_too():
     _kill(pid)
     assert sem.value == 1
     sem.close()
+
+
+def test_a_process_that_cannot_take_a_slot_says_so():
+    """No holder description can be made (here: out of descriptors): a
+    `with` block warns once and consumes as before the books; undo=True
+    raises, naming why; nothing is taken by the refusal."""
+    import resource
+    import warnings
+    sem = efd.Semaphore(2)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            lowest_free = os.dup(0)
+            os.close(lowest_free)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (lowest_free, hard))
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                with sem:
+                    held = sem._ev._held()
+                with sem:
+                    pass
+            try:
+                sem.acquire(undo=True)
+                raised = ""
+            except OSError as exc:
+                raised = str(exc)
+            ok = (held == 0 and len(caught) == 1
+                  and "not held" in str(caught[0].message)
+                  and issubclass(caught[0].category, RuntimeWarning)
+                  and "Too many open files" in raised
+                  and sem.value == 2)
+            os.write(w, b"ok" if ok else repr(
+                (held, [str(c.message) for c in caught], raised,
+                 sem.value)).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    got = os.read(r, 4096)
+    os.waitpid(pid, 0)
+    assert got == b"ok", got
+    sem.close()
