@@ -385,28 +385,21 @@ class Semaphore(_Base):
         # inside.  (Taken, then booked, with no await between: only a
         # death in those two calls loses it.)
         await self.acquire()
-        ev = self._ev
-        if ev._can_hold():
-            ev._book(1)
-        ev._block_enter()
+        self._ev._hold_block()
 
     async def __aexit__(self, exc_type: Optional[Type[BaseException]],
                         exc: Optional[BaseException],
                         tb: Optional[TracebackType]) -> None:
-        ev = self._ev
-        if not ev._block_exit():
-            return          # a fork child's copy of its parent's block
-        if ev._held():
+        how = self._ev._unhold_block()
+        if how == 1:
             # Booked: back through the count, which takes it off the books
             # in the same step (a hand-off to a queued task would leave
             # it booked, and a death would give it back twice).
-            if ev.closed:
-                raise ValueError("I/O operation on closed %s"
-                                 % type(self).__name__)
             self._run = 0
             _core_release(self._core)
-        else:
+        elif how == 2:
             self.release()
+        # 0: a fork child's copy of its parent's block: nothing
 
 
 class BoundedSemaphore(Semaphore):

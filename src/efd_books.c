@@ -120,6 +120,12 @@
 #  define EFD_HAVE_BOOKS 1
 #endif
 
+/* The process's holder slots (efd_books.c, below) bump this whenever
+ * they gain one: an object of this process made before it (a pickle
+ * loaded before the first hold) looks again.  A fresh object starts with
+ * the current value: no page of its own can be in the list. */
+static _Atomic uint64_t holders_gen = 1;
+
 /* No slot, no holder description, no sweep yet (open, adopt). */
 void
 efd_books_init(efd_impl *impl)
@@ -128,7 +134,7 @@ efd_books_init(efd_impl *impl)
     impl->hslot_epoch = 0;
     impl->claim_err = 0;
     impl->claim_epoch = 0;
-    impl->holders_seen = 0;
+    impl->holders_seen = atomic_load(&holders_gen);
     atomic_store(&impl->swept_ns, 0);
 }
 
@@ -404,9 +410,6 @@ struct holder {
     uint64_t epoch;
 };
 static struct holder *holders;
-/* Bumped whenever an entry is added: an object of this process made
- * before it (a pickle loaded before the first hold) looks again. */
-static _Atomic uint64_t holders_gen = 1;
 static pthread_mutex_t claim_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t claim_once = PTHREAD_ONCE_INIT;
 static void claim_prepare(void) { pthread_mutex_lock(&claim_lock); }

@@ -688,6 +688,35 @@ eventfd_book(eventfd_object *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* _hold_block(): an `async with` block of efd.aio took its unit (a plain
+ * take, in its loop): book it to this process where the books allow, and
+ * count the block -- one call, on the path of every block. */
+static PyObject *
+eventfd_hold_block(eventfd_object *self, PyObject *Py_UNUSED(ignored))
+{
+    int hold, err;
+    CHECK_OPEN(self);
+    if ((hold = efd_can_hold(self, 0)) < 0)
+        return NULL;
+    if (hold && (err = efd_books_book(&self->impl, 1)) != 0)
+        return efd_err_errno(err);
+    efd_block_enter(self);
+    Py_RETURN_NONE;
+}
+
+/* _unhold_block() -> 0, 1 or 2: an efd.aio block ends.  0: a fork child's
+ * copy of its parent's block (release nothing); 1: this process holds
+ * units (release through the count, which settles one in the same step);
+ * 2: release as plainly as any release. */
+static PyObject *
+eventfd_unhold_block(eventfd_object *self, PyObject *Py_UNUSED(ignored))
+{
+    if (!efd_block_exit(self))
+        return PyLong_FromLong(0);
+    return PyLong_FromLong(!self->closed && efd_books_held(&self->impl) > 0
+                           ? 1 : 2);
+}
+
 static PyObject *
 eventfd_block_enter_method(eventfd_object *self, PyObject *Py_UNUSED(ignored))
 {
@@ -1167,6 +1196,12 @@ static PyMethodDef eventfd_methods[] = {
      "_can_hold($self, strict=False, /)\n--\n\nWhether reads can be "
      "booked here (claims this process's holder slot on first use); "
      "strict: raise, naming why, instead of False."},
+    {"_hold_block", (PyCFunction)eventfd_hold_block, METH_NOARGS,
+     "_hold_block($self, /)\n--\n\nAn efd.aio block took its unit: book "
+     "it where the books allow, and count the block."},
+    {"_unhold_block", (PyCFunction)eventfd_unhold_block, METH_NOARGS,
+     "_unhold_block($self, /)\n--\n\nAn efd.aio block ends: 0 release "
+     "nothing (a fork child), 1 release through the count, 2 release."},
     {"_block_enter", (PyCFunction)eventfd_block_enter_method, METH_NOARGS,
      "_block_enter($self, /)\n--\n\nA `with` block's unit was taken in "
      "this process."},
