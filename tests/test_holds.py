@@ -311,11 +311,12 @@ def test_exec_keeps_the_holds_until_the_program_exits(tmp_path):
     sem.close()
 
 
-def test_a_spawned_holder_killed():
-    """A spawn child (no fork: the object crosses by pickling) holds and is
-    killed."""
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_spawned_holder_killed(method):
+    """A spawn or forkserver child (the object crosses by pickling) holds
+    and is killed."""
     import multiprocessing
-    ctx = multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context(method)
     sem = efd.Semaphore(1)
     started = ctx.Event()
     p = ctx.Process(target=_spawn_holder, args=(sem, started))
