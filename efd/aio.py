@@ -225,14 +225,11 @@ class Semaphore(_Base):
         Raises:
             ValueError: The object is closed.
         """
-        value = self._ev._peek()
-        if value is None:
-            if self._ev.closed:
-                raise ValueError("I/O operation on closed %s"
-                                 % type(self).__name__)
-            raise OSError("the count of this %r backend cannot be read here"
-                          % self._ev.backend)
-        result: int = value
+        ev = self._ev
+        if ev.closed:
+            raise ValueError("I/O operation on closed %s"
+                             % type(self).__name__)
+        result: int = ev.value      # after settling dead holders' books
         return result
 
     def locked(self) -> bool:
@@ -241,7 +238,7 @@ class Semaphore(_Base):
         ev = self._ev
         if _aio._registry and _aio.queued_anywhere(ev):
             return True
-        return not ev._peek()
+        return not ev._look()       # (dead holders' units count as there)
 
     def statistics(self) -> SemaphoreStatistics:
         """What is knowable about the waiters: the tasks of *this* process
@@ -395,11 +392,18 @@ class Semaphore(_Base):
             # Booked: back through the count, which takes it off the books
             # in the same step (a hand-off to a queued task would leave
             # it booked, and a death would give it back twice).
-            self._run = 0
-            _core_release(self._core)
+            self._release_counted()
         elif how == 2:
             self.release()
         # 0: a fork child's copy of its parent's block: nothing
+
+    def _release_counted(self) -> None:
+        # release() through the shared count, never handed to a task.
+        if self._ev.closed:
+            raise ValueError("I/O operation on closed %s"
+                             % type(self).__name__)
+        self._run = 0
+        _core_release(self._core)
 
 
 class BoundedSemaphore(Semaphore):
@@ -435,6 +439,15 @@ class BoundedSemaphore(Semaphore):
         """
         try:
             super().release()
+        except ValueError as exc:
+            if "too many" in str(exc):
+                raise ValueError(
+                    "BoundedSemaphore released too many times") from None
+            raise
+
+    def _release_counted(self) -> None:
+        try:
+            super()._release_counted()
         except ValueError as exc:
             if "too many" in str(exc):
                 raise ValueError(
@@ -492,6 +505,14 @@ class Lock(BoundedSemaphore):
             raise RuntimeError("Lock is not acquired.")
         try:
             super().release()
+        except ValueError as exc:
+            if "too many" in str(exc):
+                raise RuntimeError("Lock is not acquired.") from None
+            raise
+
+    def _release_counted(self) -> None:
+        try:
+            super()._release_counted()
         except ValueError as exc:
             if "too many" in str(exc):
                 raise RuntimeError("Lock is not acquired.") from None

@@ -552,3 +552,51 @@ def test_a_process_that_cannot_take_a_slot_says_so():
     os.waitpid(pid, 0)
     assert got == b"ok", got
     sem.close()
+
+
+@pytest.mark.parametrize("cls", ["Semaphore", "BoundedSemaphore", "Lock"])
+def test_efd_aio_value_and_locked_count_a_dead_holders_unit(cls):
+    """efd.aio's value and locked() settle first, as EventFD.value does."""
+    sem = getattr(efd.aio, cls)() if cls == "Lock" else \
+        getattr(efd.aio, cls)(1)
+
+    def body(w):
+        async def main():
+            async with sem:
+                _hold_forever(w)
+        asyncio.run(main())
+
+    pid, r = _child(body)
+    _wait_ready(r)
+    _kill(pid)
+    assert (sem.value, sem.locked()) == (1, False)
+    sem.close()
+
+
+@pytest.mark.parametrize("cls,error", [
+    ("BoundedSemaphore", "ValueError: BoundedSemaphore released too many"),
+    ("Lock", "RuntimeError: Lock is not acquired.")])
+def test_efd_aio_block_exit_past_the_bound_names_the_class(cls, error):
+    """A held block's exit goes through the count; past the bound (another
+    process released the unit meanwhile) it raises as release() does."""
+    sem = getattr(efd.aio, cls)() if cls == "Lock" else \
+        getattr(efd.aio, cls)(1)
+
+    async def main():
+        try:
+            async with sem:
+                pid = os.fork()         # another process releases the unit
+                if pid == 0:
+                    try:
+                        sem._ev.release()
+                    finally:
+                        os._exit(0)
+                os.waitpid(pid, 0)
+                assert sem._ev._held() == 1
+        except (ValueError, RuntimeError) as exc:
+            return "%s: %s" % (type(exc).__name__, exc)
+        return "no error"
+    got = asyncio.run(main())
+    assert got.startswith(error), got
+    assert sem.value == 1
+    sem.close()
