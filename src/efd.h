@@ -336,6 +336,7 @@ void efd_count_changed(efd_impl *impl, uint64_t now);
  * that a fork child closes (register, forget), and its check for a child
  * made without the fork handlers. */
 int efd_lock_byte(int fd, int cmd, short type, uint32_t byte);
+int efd_shm_scratch(int *out_fd);
 int efd_beacon_register(int fd, _Atomic int *field);
 void efd_beacon_forget(_Atomic int *field);
 void efd_beacon_check_inherited(void);

@@ -103,7 +103,6 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -588,7 +587,7 @@ efd_books_probe(void)
 #else
     char path[64];
     int fd, holder, ok;
-    if ((fd = memfd_create("efd-books-probe", MFD_CLOEXEC)) < 0)
+    if (efd_shm_scratch(&fd) != 0)      /* as a page is made here */
         return 0;
     snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
     if ((holder = open(path, O_RDWR | O_CLOEXEC)) < 0) {

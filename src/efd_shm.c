@@ -154,6 +154,17 @@ shm_create(int *out_fd, int *sealable)
     return 0;
 }
 
+/* A scratch file of the same kind as the pages (the books' probe,
+ * efd_books.c): 0 and a close-on-exec *out_fd, or an errno. */
+int
+efd_shm_scratch(int *out_fd)
+{
+    int sealable, err = shm_create(out_fd, &sealable);
+    if (err == 0)
+        (void)fcntl(*out_fd, F_SETFD, FD_CLOEXEC);
+    return err;
+}
+
 static int
 shm_new(size_t size, int cloexec, int *out_fd, void **out_map)
 {

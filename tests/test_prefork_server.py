@@ -97,6 +97,8 @@ def test_gunicorn_workers_killed_while_holding_the_limit(tmp_path):
     holders.mkdir()
     port = _free_port()
     env = dict(os.environ, EFD_TEST_HOLDERS=str(holders))
+    # The drop-in's default backend, whatever a CI lane forces elsewhere.
+    env.pop("EFD_BACKEND", None)
     server = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "--preload", "-w", "2",
          "-k", "uvicorn.workers.UvicornWorker", "--chdir", str(tmp_path),
