@@ -79,36 +79,55 @@ def _get(port, path, timeout=10.0):
         conn.close()
 
 
-def _wait_for(pred, seconds, what):
+def _wait_for(pred, seconds, what, server=None, log=None):
     deadline = time.monotonic() + seconds
+    last = None
     while time.monotonic() < deadline:
         try:
             if pred():
                 return
-        except OSError:
-            pass
+        except OSError as exc:
+            last = exc
+        if server is not None and server.poll() is not None:
+            break                       # the server is gone: say why
         time.sleep(0.05)
-    raise AssertionError("timed out waiting for " + what)
+    raise AssertionError("timed out waiting for %s (last error: %r; server "
+                         "exit status: %r)\n--- server output:\n%s"
+                         % (what, last, server and server.poll(),
+                            log.read_text()[-3000:] if log else ""))
 
 
 def test_gunicorn_workers_killed_while_holding_the_limit(tmp_path):
     (tmp_path / "app.py").write_text(APP)
     holders = tmp_path / "holders"
     holders.mkdir()
-    port = _free_port()
     env = dict(os.environ, EFD_TEST_HOLDERS=str(holders))
     # The drop-in's default backend, whatever a CI lane forces elsewhere.
     env.pop("EFD_BACKEND", None)
-    server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "--preload", "-w", "2",
-         "-k", "uvicorn.workers.UvicornWorker", "--chdir", str(tmp_path),
-         "--bind", "127.0.0.1:%d" % port, "--graceful-timeout", "2",
-         "--log-level", "warning", "app:app"],
-        env=env, start_new_session=True)
+    log = tmp_path / "server.log"
+    for attempt in range(3):
+        # A port found free may be taken before gunicorn binds it (other
+        # lanes run at once): a server that exits at start goes again, on
+        # another port.
+        port = _free_port()
+        with open(str(log), "w") as out:
+            server = subprocess.Popen(
+                [sys.executable, "-m", "gunicorn", "--preload", "-w", "2",
+                 "-k", "uvicorn.workers.UvicornWorker", "--chdir",
+                 str(tmp_path), "--bind", "127.0.0.1:%d" % port,
+                 "--graceful-timeout", "2", "--log-level", "warning",
+                 "app:app"],
+                env=env, start_new_session=True, stdout=out,
+                stderr=subprocess.STDOUT)
+        try:
+            _wait_for(lambda: _get(port, "/value", 1.0) == "2", 60,
+                      "the server to answer", server, log)
+            break
+        except AssertionError:
+            if server.poll() is None or attempt == 2:
+                _stop(server)
+                raise
     try:
-        _wait_for(lambda: _get(port, "/value", 1.0) == "2", 30,
-                  "the server to answer")
-
         # The limit holds under load: every request gets through.
         n = full_or(20, 200)
         results = []
@@ -153,9 +172,16 @@ def test_gunicorn_workers_killed_while_holding_the_limit(tmp_path):
             t.join(60)
         assert results.count("ok") == 10, results[:5]
     finally:
+        _stop(server)
+
+
+def _stop(server):
+    try:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(10)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
         try:
-            os.killpg(server.pid, signal.SIGTERM)
-            server.wait(10)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
             os.killpg(server.pid, signal.SIGKILL)
-            server.wait(10)
+        except ProcessLookupError:
+            pass
+        server.wait(10)
