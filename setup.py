@@ -36,6 +36,8 @@ sources = [
     "src/efd_books.c",
     "src/efd_pipe.c",
     "src/efd_futex.c",
+    "src/efd_ring.c",
+    "src/efd_loop.c",
     "src/efd_sync.c",
 ]
 define_macros = []

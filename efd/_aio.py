@@ -365,7 +365,8 @@ class _Waiters:
 
     __slots__ = ("ev", "loop", "thread", "tid_attr", "fd", "key",
                  "consumers", "watchers", "served", "reading", "exclusive",
-                 "recheck", "poller", "plain_only", "paused", "stale_runs")
+                 "recheck", "poller", "plain_only", "paused", "stale_runs",
+                 "sleeper", "ring")
 
     def __init__(self, ev: "EventFD", loop: asyncio.AbstractEventLoop) -> None:
         self.ev = ev
@@ -374,7 +375,12 @@ class _Waiters:
         # _hinted() may read the loop's `_thread_id` (see there).
         self.tid_attr = (isinstance(loop, asyncio.BaseEventLoop)
                          and hasattr(loop, "_thread_id"))
-        self.fd = ev.fileno()          # ValueError if closed
+        if ev.closed:
+            raise ValueError(_CLOSED_MESSAGE)
+        # The descriptor the reader watches: the object's fileno(), or a
+        # sleeper's ring (see watch()); asked for when first watched, since
+        # a futex object's fileno() makes every release keep it in step.
+        self.fd = -1
         self.key = (ev, loop)
         self.consumers: Deque["asyncio.Future[Any]"] = deque()
         self.watchers: List["asyncio.Future[Any]"] = []
@@ -386,6 +392,11 @@ class _Waiters:
         self.recheck: Any = None
         self.poller: Any = None
         self.paused: Any = None
+        # A futex object's loop sleeper (efd_loop.c): None until asked
+        # for, False where this loop cannot sleep that way.  `ring`: the
+        # reader watches the sleeper's ring now.
+        self.sleeper: Any = None
+        self.ring = False
 
     def busy(self) -> bool:
         """Whether a newcomer must queue: consumers wait or were served.
@@ -407,25 +418,35 @@ class _Waiters:
     def watch(self) -> None:
         """Register the reader callback unless it is registered.
 
-        The registration is exclusive where the object wakes waiters one at
-        a time and the loop allows it, unless watchers wait (an exclusive
-        registration that a watcher joins is made plain again).
+        On a futex object with only consumers queued, the loop sleeps on
+        the object's futex word through a ring (:meth:`_sleep`): one
+        release wakes one loop of all those waiting.  Otherwise
+        the reader watches :meth:`efd.EventFD.fileno`; that registration
+        is exclusive where the object wakes waiters one at a time and the
+        loop allows it, unless watchers wait (an exclusive registration
+        that a watcher joins is made plain again).
         """
         if self.reading:
-            if not (self.exclusive and self.watchers):
+            if self.ring:
+                if not self.watchers:
+                    self._sleep()
+                    return
+                # A watcher wants readiness, which only fileno() gives.
+                self.unwatch()
+            elif not (self.exclusive and self.watchers):
                 return
-            # A watcher must see every set(): register the plain way.  The
-            # loop keeps watching, so there is nothing to pass on.
-            self.unwatch(pass_on=False)
-        try:
-            self.loop.add_reader(self.fd, self._ready)
-        except NotImplementedError:
-            raise NotImplementedError(
-                "efd: %s cannot watch file descriptors (it has no working "
-                "add_reader()); run the coroutine on a selector-based loop "
-                "such as asyncio.SelectorEventLoop or uvloop"
-                % type(self.loop).__name__
-            ) from None
+            else:
+                # A watcher must see every set(): register the plain way.
+                # The loop keeps watching, so there is nothing to pass on.
+                self.unwatch(pass_on=False)
+        if not self.watchers and self._sleeper() is not None:
+            self.fd = self.sleeper.fileno()
+            self._add_reader()
+            self.reading = self.ring = True
+            self._sleep()
+            return
+        self.fd = self.ev.fileno()          # ValueError if closed
+        self._add_reader()
         self.reading = True
         if self.ev._wake_one and not self.watchers and not self.plain_only:
             try:
@@ -436,6 +457,45 @@ class _Waiters:
                 raise
         if self.exclusive or self.ev.backend in _COUNT_IN_MEMORY:
             self.recheck = self.loop.call_later(RECHECK, self._recheck)
+
+    def _sleeper(self) -> Any:
+        # This record's loop sleeper, made on first use; None where the
+        # object or this process offers none.
+        if self.sleeper is None:
+            self.sleeper = (self.ev._loop_sleeper() if self.ev.backend
+                            == "futex" else False) or False
+        return self.sleeper or None
+
+    def _sleep(self) -> None:
+        # Sleep on the futex word (again): units there now are served at
+        # once.  The loop looks at the count every RECHECK seconds as well:
+        # a loop killed while a release had chosen it rings for nobody
+        # (efd_futex.c, "An event loop's sleep").
+        try:
+            ready = self.sleeper.sleep()
+        except OSError:
+            # The ring failed (a sandbox that refuses io_uring_enter after
+            # the probe said yes, say): wait the old way from now on.
+            self.unwatch()
+            self.sleeper.close()
+            self.sleeper = False
+            self.watch()
+            return
+        if ready:
+            self.loop.call_soon(self._ready)
+        if self.recheck is None:
+            self.recheck = self.loop.call_later(RECHECK, self._recheck)
+
+    def _add_reader(self) -> None:
+        try:
+            self.loop.add_reader(self.fd, self._ready)
+        except NotImplementedError:
+            raise NotImplementedError(
+                "efd: %s cannot watch file descriptors (it has no working "
+                "add_reader()); run the coroutine on a selector-based loop "
+                "such as asyncio.SelectorEventLoop or uvloop"
+                % type(self.loop).__name__
+            ) from None
 
     def _recheck(self) -> None:
         # The memory backends' token can go missing with a process killed
@@ -487,6 +547,7 @@ class _Waiters:
         if not self.reading:
             return
         self.reading = False
+        ring, self.ring = self.ring, False
         exclusive, self.exclusive = self.exclusive, False
         if self.recheck is not None:
             self.recheck.cancel()
@@ -499,6 +560,10 @@ class _Waiters:
         except (OSError, RuntimeError, ValueError):
             # The loop is closed: nothing of it is left registered.
             pass
+        if ring:
+            # Cancels the sleep, and passes on a wake-up that chose it.
+            self.sleeper.rest()
+            return
         if exclusive:
             _drop_orphan(self.loop, self.fd)
         ev = self.ev
@@ -519,7 +584,14 @@ class _Waiters:
                 _unpublish(self)
 
     def _ready(self) -> None:
-        # The reader callback: the descriptor polled readable.
+        # The reader callback: the descriptor polled readable (or, with a
+        # sleeper, the ring: its completions are read first).
+        if self.ring:
+            try:
+                self.sleeper.woke()
+            except ValueError as exc:
+                self.fail(exc)
+                return
         if self.watchers:
             watchers, self.watchers = self.watchers, []
             for fut in watchers:
@@ -549,10 +621,12 @@ class _Waiters:
                 # would win every release while it has tasks queued.
                 self.exclusive = _register_exclusive(self.loop, self.fd,
                                                      self._ready)
+            if queue and self.ring:
+                self._sleep()           # its tasks still wait: sleep again
         except (OSError, ValueError) as exc:
             self.fail(exc)
             return
-        if stale and self.ev.backend in _COUNT_IN_MEMORY:
+        if stale and self.ev.backend in _COUNT_IN_MEMORY and not self.ring:
             self._back_off()
         else:
             self.stale_runs = 0

@@ -263,6 +263,49 @@ int efd_futex_probe(void);
 /* 1 if the futex backend's death bell works here (efd_futex.c), else 0. */
 int efd_bell_probe(void);
 
+/* A futex wait that an event loop can watch (efd_ring.c): an io_uring of
+ * a few entries.  Every call returns 0 or an errno, and never sleeps. */
+typedef struct efd_ring {
+    int fd;                 /* -1: none */
+    unsigned pending;       /* queued, not yet submitted */
+    uint64_t tags;          /* the last tag its owner handed out: a ring
+                             * used again keeps counting, so that a late
+                             * completion is never taken for a new one */
+    uint32_t *sq_head, *sq_tail, *sq_array, sq_mask;
+    uint32_t *cq_head, *cq_tail, cq_mask;
+    void *sqes, *cqes, *sq_map, *cq_map;
+    size_t sq_len, cq_len, sqe_len;
+} efd_ring;
+int efd_ring_open(efd_ring *r);
+void efd_ring_close(efd_ring *r);
+/* Queue a FUTEX_WAIT on `word` (shared) for `val`, whose completion will
+ * carry `tag`; queue a cancel of the request tagged `tag`. */
+int efd_ring_wait(efd_ring *r, _Atomic uint32_t *word, uint32_t val,
+                  uint64_t tag);
+int efd_ring_cancel(efd_ring *r, uint64_t tag, uint64_t cancel_tag);
+int efd_ring_submit(efd_ring *r);
+/* The next completion: 1 and its tag and result, or 0 if none. */
+int efd_ring_next(efd_ring *r, uint64_t *tag, int32_t *res);
+/* 0 if a ring's FUTEX_WAIT works here, else why not (an errno). */
+int efd_ring_probe(void);
+
+/* An event loop's sleep on a futex object (efd_futex.c, "An event loop's
+ * sleep"): the loop watches ring.fd, and is one more sleeper on the
+ * readers' futex word. */
+typedef struct efd_loopsleep {
+    efd_ring ring;
+    uint64_t out;               /* the tag of the wait in flight; 0: none */
+    int counted;                /* counted in `sleepers` (S3 .. S6) */
+    uint32_t epoch;             /* ... in this epoch */
+    int failed;                 /* an errno: it cannot sleep again */
+} efd_loopsleep;
+/* 0 and *ready = 1: units are there, take them; 0 and *ready = 0: asleep
+ * (the ring polls readable when it wakes); an errno: this loop cannot wait
+ * this way -- rest, and wait on the readiness descriptor. */
+int efd_fx_loop_sleep(efd_impl *impl, efd_loopsleep *ls, int *ready);
+int efd_fx_loop_woke(efd_impl *impl, efd_loopsleep *ls);
+void efd_fx_loop_rest(efd_impl *impl, efd_loopsleep *ls, int pass_on);
+
 /* Helpers shared by the eventfd-based backends (efd_eventfd.c). */
 int efd_kernel_open(uint64_t initval, int flags, int *out_fd);
 int efd_kernel_read(int fd, int nowait, uint64_t *value);
@@ -328,6 +371,7 @@ int efd_books_sweep_due(efd_impl *impl);
 uint64_t efd_books_held(efd_impl *impl);
 int efd_books_book(efd_impl *impl, uint64_t value);
 void efd_books_close(efd_impl *impl);
+void efd_books_wake_unrechecked(struct efd_count *c);
 void efd_count_changed(efd_impl *impl, uint64_t now);
 
 /* What the books need of the page's beacons (efd_shm.c): an OFD lock

@@ -137,6 +137,37 @@ efd_books_init(efd_impl *impl)
     atomic_store(&impl->swept_ns, 0);
 }
 
+/* J6: a slot went from holding nothing to holding units.  futex
+ * sleepers that saw no holder in another process sleep with no re-check;
+ * one of them may be owed this holder's units if it dies, so wake them
+ * (they come back to re-checking).  They set `holdwait` before they look
+ * at the books, and this reads it after J5's full barrier: one of the two
+ * sees the other.  No system call unless someone set it. */
+static void
+holders_appeared(struct efd_count *c)
+{
+    if (!atomic_load(&c->holdwait) || !atomic_exchange(&c->holdwait, 0))
+        return;
+    EFD_POINT("books: holdwait taken");
+    atomic_fetch_add(&c->holdseq, 1);
+#ifdef EFD_EXPLORE
+    (void)efd_explore_futex(&c->holdseq, FUTEX_WAKE, INT32_MAX, NULL);
+#else
+    (void)syscall(SYS_futex, &c->holdseq, FUTEX_WAKE, INT32_MAX, NULL,
+                  NULL, 0);
+#endif
+}
+
+/* The same bell, for a process that starts sleeping in event loops on the
+ * object (efd_futex.c, "An event loop's sleep"): after it counted itself
+ * in `unbelled`, the sleepers that saw nobody to re-check for take up
+ * re-checking. */
+void
+efd_books_wake_unrechecked(struct efd_count *c)
+{
+    holders_appeared(c);
+}
+
 #ifdef EFD_HAVE_BOOKS
 
 /* The holders' bytes in the page's file: past the beacons' (efd_shm.c). */
@@ -278,27 +309,6 @@ holder_alive(efd_impl *impl, int s)
 #else
     return efd_lock_byte(impl->shmfd, F_OFD_GETLK, F_WRLCK,
                          HOLDER_BYTE0 + (uint32_t)s) != 0;
-#endif
-}
-
-/* J6: a slot went from holding nothing to holding units.  futex
- * sleepers that saw no holder in another process sleep with no re-check;
- * one of them may be owed this holder's units if it dies, so wake them
- * (they come back to re-checking).  They set `holdwait` before they look
- * at the books, and this reads it after J5's full barrier: one of the two
- * sees the other.  No system call unless someone set it. */
-static void
-holders_appeared(struct efd_count *c)
-{
-    if (!atomic_load(&c->holdwait) || !atomic_exchange(&c->holdwait, 0))
-        return;
-    EFD_POINT("books: holdwait taken");
-    atomic_fetch_add(&c->holdseq, 1);
-#ifdef EFD_EXPLORE
-    (void)efd_explore_futex(&c->holdseq, FUTEX_WAKE, INT32_MAX, NULL);
-#else
-    (void)syscall(SYS_futex, &c->holdseq, FUTEX_WAKE, INT32_MAX, NULL,
-                  NULL, 0);
 #endif
 }
 

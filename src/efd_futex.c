@@ -686,6 +686,186 @@ fx_unblock(efd_impl *impl)
     bell_restore(&a);
 }
 
+/* ---- An event loop's sleep ---------------------------------------------
+ *
+ * A loop cannot sleep in futex(); it sleeps in epoll_wait() and watches a
+ * descriptor.  Through a ring (efd_ring.c) it waits on the readers' futex
+ * word itself, as one more sleeper that the kernel queues beside the
+ * threads: a release's FUTEX_WAKE(n) picks n sleepers, threads and loops
+ * alike, so one unit wakes one loop however many loops watch.  The loop's
+ * steps are a reader's (S1 .. S6 above), spread over callbacks:
+ *
+ *   sleep   S1 ticket; S3 count itself in `sleepers`; S4 look: units ->
+ *           take them now.  Then S5: a FUTEX_WAIT on `seq` with the
+ *           ticket, submitted to the ring (a single wait: cancelled
+ *           atomically, efd_ring.c).  After it is queued, S4 once more:
+ *           units that came meanwhile are taken now.
+ *   woke    the ring polled readable: the completion ends the sleep (S6);
+ *           the caller takes what it finds and sleeps again if its tasks
+ *           still wait.
+ *   rest    nobody of this loop waits any more: cancel the wait, S6, and
+ *           pass on a wake-up this loop may have been chosen for
+ *           (interrupt(impl, 0)), as a reader that leaves does.
+ *
+ * Deaths: no bell for loops.  A loop chosen by a release and killed before
+ * it took the unit owes a wake-up, and the bell (above) would have the
+ * kernel ring for it -- but a ring's requests outlive the robust-list walk
+ * of a process killed: the kernel cancels them only when it tears the
+ * ring down, after the walk, so the dead loop's own request on the bell
+ * can be the one sleeper its ring wakes (tests/test_async_wake_one.py,
+ * a loop killed while chosen, found exactly that), and its request on
+ * `seq` can take a release's wake-up to the grave.  So a process whose
+ * loops sleep this way is counted as one whose deaths ring for nobody
+ * (bell_demote(): `unbelled`), and everyone -- its loops, and every
+ * process's sleepers -- looks at the count every EFD_RECHECK_MS while the
+ * object is open there, as without the bell.  A dead process's request
+ * that took a wake-up leaves units that the next look finds. */
+
+#ifndef EFD_EXPLORE
+
+/* Tags: a number, and in the low bit whether it is a cancel's own. */
+static uint64_t
+ls_tag(efd_loopsleep *ls, int cancel)
+{
+    ls->ring.tags++;
+    return (ls->ring.tags << 1) | (uint64_t)(cancel != 0);
+}
+
+/* Before this process's first loop sleep on the object can make it owe
+ * anyone: count it in `unbelled` (once per process, as unbelled_check()
+ * does), and wake the sleepers that sleep without a re-check.  Those wait
+ * on the books' bell too, and set `holdwait` before they read `unbelled`:
+ * they see the count, or this sees them.  The sleepers that re-check
+ * already -- every loop's -- are left asleep: N processes starting to wait
+ * in loops cost N wake-ups, not N * N. */
+static void
+loop_demote(efd_impl *impl)
+{
+    uint64_t epoch;
+    impl->bell = 0;
+    if (impl->cnt == NULL
+            || impl->unbelled_epoch == (epoch = efd_process_epoch()))
+        return;
+    impl->unbelled_epoch = epoch;
+    atomic_fetch_add(&impl->cnt->unbelled, 1);
+    efd_books_wake_unrechecked(impl->cnt);
+}
+
+/* Read every completion; the wait's own ends it (a late one of a wait
+ * cancelled meanwhile is ignored).  Returns how many were read. */
+static int
+ls_reap(efd_impl *impl, efd_loopsleep *ls)
+{
+    uint64_t tag;
+    int32_t res;
+    int n = 0;
+    while (efd_ring_next(&ls->ring, &tag, &res)) {
+        n++;
+        if (ls->out == 0 || tag != ls->out)
+            continue;
+        ls->out = 0;
+        if (res < 0 && res != -EAGAIN && res != -EINTR
+                && res != -ECANCELED)
+            ls->failed = -res;
+        if (ls->counted)                                        /* S6 */
+            sleep_leave(&impl->cnt->sleepers, ls->epoch);
+        ls->counted = 0;
+    }
+    return n;
+}
+
+int
+efd_fx_loop_sleep(efd_impl *impl, efd_loopsleep *ls, int *ready)
+{
+    struct efd_count *c = impl->cnt;
+    uint32_t t;
+    int err;
+    *ready = 0;
+    if (c == NULL || ls->ring.fd < 0)
+        return EBADF;
+    (void)ls_reap(impl, ls);
+    if (ls->failed)
+        return ls->failed;
+    loop_demote(impl);
+    if (ls->out == 0) {
+        t = atomic_load(&c->seq);                               /* S1 */
+        if (atomic_load(&c->count) > 0) {
+            *ready = 1;
+            return 0;
+        }
+        ls->epoch = sleep_enter(&c->sleepers);                  /* S3 */
+        ls->counted = 1;
+        if (atomic_load(&c->count) > 0) {                       /* S4 */
+            sleep_leave(&c->sleepers, ls->epoch);
+            ls->counted = 0;
+            *ready = 1;
+            return 0;
+        }
+        ls->out = ls_tag(ls, 0);
+        if ((err = efd_ring_wait(&ls->ring, &c->seq, t, ls->out)) != 0
+                || (err = efd_ring_submit(&ls->ring)) != 0) {   /* S5 */
+            /* It may be in flight: the caller rests (cancels it) and
+             * waits the old way. */
+            ls->failed = err;
+            return err;
+        }
+        EFD_POINT("loop: asleep");
+    }
+    *ready = atomic_load(&c->count) > 0;                        /* S4' */
+    return 0;
+}
+
+int
+efd_fx_loop_woke(efd_impl *impl, efd_loopsleep *ls)
+{
+    if (impl->cnt == NULL || ls->ring.fd < 0)
+        return 0;
+    return ls_reap(impl, ls);
+}
+
+void
+efd_fx_loop_rest(efd_impl *impl, efd_loopsleep *ls, int pass_on)
+{
+    struct efd_count *c = impl->cnt;
+    if (c == NULL || ls->ring.fd < 0)
+        return;
+    (void)ls_reap(impl, ls);
+    if (ls->out != 0) {
+        /* Submitted, the cancel has taken the wait off the futex word's
+         * queue -- or found it woken already, its completion on the way
+         * (and ignored: its tag is gone). */
+        if (efd_ring_cancel(&ls->ring, ls->out, ls_tag(ls, 1)) != 0
+                || efd_ring_submit(&ls->ring) != 0) {
+            /* Closing the ring cancels it (its teardown); this sleeper
+             * cannot sleep again. */
+            efd_ring_close(&ls->ring);
+            ls->failed = EIO;
+        }
+        ls->out = 0;
+    }
+    if (ls->counted)                                            /* S6 */
+        sleep_leave(&c->sleepers, ls->epoch);
+    ls->counted = 0;
+    if (pass_on)
+        fx_interrupt(impl, 0);
+}
+
+#else  /* the explorer models threads only */
+
+int
+efd_fx_loop_sleep(efd_impl *impl, efd_loopsleep *ls, int *ready)
+{
+    (void)impl; (void)ls;
+    *ready = 0;
+    return ENOTSUP;
+}
+int efd_fx_loop_woke(efd_impl *impl, efd_loopsleep *ls)
+{ (void)impl; (void)ls; return 0; }
+void efd_fx_loop_rest(efd_impl *impl, efd_loopsleep *ls, int pass_on)
+{ (void)impl; (void)ls; (void)pass_on; }
+
+#endif
+
 static int
 fx_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec)
 {

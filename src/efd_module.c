@@ -328,6 +328,14 @@ efd_fn_probe(PyObject *module, PyObject *Py_UNUSED(ignored))
         goto fail;
     if (dict_set(d, "robust_holds", PyBool_FromLong(efd_books_probe())) < 0)
         goto fail;
+    {
+        int ring_err = efd_loop_ring_probe();
+        if (dict_set(d, "loop_ring", PyBool_FromLong(
+                    ring_err == 0 && futex_err == 0)) < 0
+                || dict_set(d, "loop_ring_errno",
+                            PyLong_FromLong(ring_err)) < 0)
+            goto fail;
+    }
     if (st->herd < 0)
         st->herd = efd_herd_probe();
     if (dict_set(d, "wake_one", PyUnicode_FromString(
@@ -579,6 +587,19 @@ efd_exec(PyObject *module)
                  "Semaphore") < 0
             || add_type(module, &efd_event_spec, &st->Event_type, "Event") < 0)
         return -1;
+#if PY_VERSION_HEX >= 0x03090000
+    type = PyType_FromModuleAndSpec(module, &efd_loop_spec, NULL);
+#else
+    type = PyType_FromSpec(&efd_loop_spec);
+#endif
+    if (type == NULL)
+        return -1;
+    st->LoopSleeper_type = (PyTypeObject *)type;
+    Py_INCREF(type);
+    if (PyModule_AddObject(module, "_LoopSleeper", type) < 0) {
+        Py_DECREF(type);
+        return -1;
+    }
     if (PyModule_AddIntConstant(module, "EFD_CLOEXEC", EFD_CLOEXEC) < 0
             || PyModule_AddIntConstant(module, "EFD_NONBLOCK", EFD_NONBLOCK) < 0
             || PyModule_AddIntConstant(module, "EFD_SEMAPHORE", EFD_SEMAPHORE) < 0)
@@ -608,6 +629,7 @@ efd_traverse(PyObject *module, visitproc visit, void *arg)
         Py_VISIT(st->EventFD_type);
         Py_VISIT(st->Semaphore_type);
         Py_VISIT(st->Event_type);
+        Py_VISIT(st->LoopSleeper_type);
     }
     return 0;
 }
@@ -620,6 +642,7 @@ efd_clear(PyObject *module)
         Py_CLEAR(st->EventFD_type);
         Py_CLEAR(st->Semaphore_type);
         Py_CLEAR(st->Event_type);
+        Py_CLEAR(st->LoopSleeper_type);
     }
     return 0;
 }

@@ -19,6 +19,7 @@ typedef struct {
     PyTypeObject *EventFD_type;
     PyTypeObject *Semaphore_type;   /* efd_sync.c */
     PyTypeObject *Event_type;
+    PyTypeObject *LoopSleeper_type; /* efd_loop.c */
     int probed;
     int err_plain;     /* errno of eventfd2(0, CLOEXEC|NONBLOCK); 0: works */
     int err_sem;       /* errno of the same with EFD_SEMAPHORE; 0: works */
@@ -118,6 +119,11 @@ typedef struct {
     /* The process epoch in which a `with` block warned that it could not
      * hold its unit (efd_can_hold()). */
     uint64_t hold_warned;
+    /* efd_loop.c: the event loops' sleepers on this object (futex), which
+     * close() rests before the page goes. */
+    struct efd_loopobj *loops;
+    efd_ring spare_ring;    /* a rested loop's ring, kept for the next */
+    uint64_t spare_ring_epoch;
 #if PY_VERSION_HEX < 0x03090000
     PyObject *module;  /* 3.8: keeps the state impl.proc points into alive */
 #endif
@@ -314,6 +320,13 @@ int efd_state_bell(efd_state *st);
 extern PyType_Spec efd_eventfd_spec;
 extern PyType_Spec efd_semaphore_spec;   /* efd_sync.c */
 extern PyType_Spec efd_event_spec;
+extern PyType_Spec efd_loop_spec;       /* efd_loop.c */
+/* An event loop's sleeper for `ev` (EventFD._loop_sleeper()), or None. */
+PyObject *efd_loop_sleeper_new(eventfd_object *ev);
+/* close(): rest every loop sleeper of the object. */
+void efd_loops_close(eventfd_object *ev);
+/* 0 if loops can sleep on futex objects through a ring, else an errno. */
+int efd_loop_ring_probe(void);
 efd_state *efd_state_from_type(PyTypeObject *type);
 
 #endif /* EFD_MODULE_H */

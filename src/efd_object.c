@@ -134,6 +134,9 @@ alloc_object(PyTypeObject *type, efd_state *st)
     self->blocks_epoch = 0;
     self->blocks = 0;
     self->hold_warned = 0;
+    self->loops = NULL;
+    self->spare_ring.fd = -1;
+    self->spare_ring_epoch = 0;
     self->weakreflist = NULL;
 #if PY_VERSION_HEX < 0x03090000
     self->module = PyImport_ImportModule("efd._efd");
@@ -932,6 +935,17 @@ eventfd_wakeups(eventfd_object *self, PyObject *Py_UNUSED(ignored))
 
 /* _pass_on() -> bool: a wake-up that came to this process and that it
  * will not use goes on to the next waiter, if units are there. */
+/* efd/_aio.py: an event loop's sleeper on this object, or None (efd_loop.c). */
+static PyObject *
+eventfd_loop_sleeper(eventfd_object *self, PyObject *Py_UNUSED(ignored))
+{
+    if (self->closed) {
+        PyErr_SetString(PyExc_ValueError, "I/O operation on closed EventFD");
+        return NULL;
+    }
+    return efd_loop_sleeper_new(self);
+}
+
 static PyObject *
 eventfd_pass_on(eventfd_object *self, PyObject *Py_UNUSED(ignored))
 {
@@ -1175,6 +1189,9 @@ static PyMethodDef eventfd_methods[] = {
      "object came back from their sleep for an event, and for a bare "
      "re-check (a poll() sleeper the kernel puts back to sleep unseen is "
      "not counted)."},
+    {"_loop_sleeper", (PyCFunction)eventfd_loop_sleeper, METH_NOARGS,
+     "A sleeper through which an event loop waits on this object's futex\n"
+     "word (efd/_aio.py), or None where it cannot."},
     {"_pass_on", (PyCFunction)eventfd_pass_on, METH_NOARGS,
      "_pass_on($self, /)\n--\n\n"
      "If units are there, wake one more waiter (another process's) and "

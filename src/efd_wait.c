@@ -360,6 +360,9 @@ efd_object_close(eventfd_object *self)
 {
     check_fork(self);
     STORE(&self->closed, 1);
+    /* Before the page can go: no loop's request may stay in flight on it
+     * (efd_loop.c). */
+    efd_loops_close(self);
     if (self->users > 0) {
         efd_wake_waiters(self, -1);      /* the last one out closes */
         return;

@@ -259,6 +259,13 @@ def orchestrate(run_py, backend, body, timeout=150):
     return json.loads(lines[-1])
 
 
+def efd_ring_works(run_py):
+    """Whether loops sleep on futex objects through a ring here."""
+    out = run_py("import efd; print(efd._efd._probe()['loop_ring'])",
+                 backend="futex")
+    return out.stdout.split()[-1] == "True"
+
+
 def wake_one_or_skip(run_py, backend):
     """Skip unless this backend's objects wake waiters one at a time."""
     info = orchestrate(run_py, backend, """
@@ -290,7 +297,11 @@ def waiter(i, ev, selector_cls, cmd_r, rep_w):
             acq = asyncio.ensure_future(ev.acquire_async(timeout=CHILD_LIFE))
             if first:
                 record = await until_watching(ev)
-                send(rep_w, "ready", i, int(record.exclusive))
+                # What the loop watches for the object: its fileno(), or
+                # (futex) its sleeper's ring.
+                selector.efd = record.fd
+                send(rep_w, "ready", i, int(record.exclusive),
+                     int(record.ring))
                 first = False
             if await acquired(acq, stop):
                 got += 1
@@ -306,10 +317,11 @@ def measure(selector_cls):
         ev, inbox = scene.ev, scene.inbox
         for i in range(N):
             scene.start(waiter, i, ev, selector_cls, cmds[i][0], scene.rep_w)
-        exclusive = []
+        exclusive, ring = [], []
         for _ in range(N):
-            kind, i, excl = inbox.get(what="ready")
+            kind, i, excl, rng = inbox.get(what="ready")
             exclusive.append(int(excl))
+            ring.append(int(rng))
         for k in range(K):
             ev.release()
             kind, i = inbox.get(what="got after release %d" % k)
@@ -324,7 +336,7 @@ def measure(selector_cls):
                 reports.append([int(x) for x in line[2:]])
         codes = finish(scene.procs)
         return {"wake_one": ev._wake_one, "exclusive": exclusive,
-                "codes": codes,
+                "ring": ring, "codes": codes,
                 "wakes": sum(r[0] for r in reports),
                 "events": sum(r[1] for r in reports),
                 "got": sum(r[2] for r in reports),
@@ -338,13 +350,16 @@ print(json.dumps({"N": N, "K": K,
 
 
 def test_release_wakes_one_loop(backend, run_py):
-    """K releases of one unit each, with N loops (N processes) waiting:
-    where the object wakes one waiter at a time, the epoll loops register
-    exclusively and about one loop wakes per release; the control, a
-    poll()-based loop (plain registrations), wakes them all.  On every
-    backend, no loop spins: a loop sees the descriptor readable about once
-    per release at most (the memory backends' token can outlive the count
-    for a moment, and a loop told "readable" for nothing backs off).
+    """K releases of one unit each, with N loops (N processes) waiting.
+    On the futex backend every loop sleeps on the futex words through a
+    ring, whatever its selector: about one loop wakes per release.
+    Elsewhere, where the object wakes one waiter at a time, the epoll
+    loops register exclusively and about one loop wakes per release; the
+    control, a poll()-based loop (plain registrations), wakes them all.
+    On every backend, no loop spins: a loop sees the descriptor readable
+    about once per release at most (the memory backends' token can
+    outlive the count for a moment, and a loop told "readable" for
+    nothing backs off).
     """
     res = orchestrate(run_py, backend, WAKE_COUNT)
     n, k = res["N"], res["K"]
@@ -360,6 +375,14 @@ def test_release_wakes_one_loop(backend, run_py):
         assert run["got"] == k and run["left"] == 0, run
         assert run["events"] <= 2 * n * k, "loops spin: %s" % run
     assert poll["exclusive"] == [0] * n, "a poll loop claimed exclusivity"
+    if backend == "futex" and efd_ring_works(run_py):
+        for run in (epoll, poll):
+            assert run["ring"] == [1] * n, "a loop did not sleep on a ring"
+            assert run["exclusive"] == [0] * n, run
+            # One wake-up per release (two allowed, as below).
+            assert k // 2 <= run["wakes"] <= 2 * k + n, run
+        return
+    assert poll["ring"] == epoll["ring"] == [0] * n
     # The control shows the counting sees a herd: all N wake each time.
     assert poll["wakes"] >= k * n // 2, poll
     if not epoll["wake_one"]:
