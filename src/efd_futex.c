@@ -716,12 +716,13 @@ fx_unblock(efd_impl *impl)
  * a loop killed while chosen, found exactly that), and its request on
  * `seq` can take a release's wake-up to the grave.  So a process whose
  * loops sleep this way is counted as one whose deaths ring for nobody
- * (bell_demote(): `unbelled`), and everyone -- its loops, and every
+ * (loop_demote(): `unbelled`), and everyone -- its loops, and every
  * process's sleepers -- looks at the count every EFD_RECHECK_MS while the
  * object is open there, as without the bell.  A dead process's request
- * that took a wake-up leaves units that the next look finds. */
-
-#ifndef EFD_EXPLORE
+ * that took a wake-up leaves units that the next look finds.  The
+ * interleaving explorer runs these steps against threads, releases and a
+ * death at each point (tests/explore, loop-*), its ring modelled as the
+ * kernel keeps it: a dead loop's wait stays queued. */
 
 /* Tags: a number, and in the low bit whether it is a cancel's own. */
 static uint64_t
@@ -849,22 +850,6 @@ efd_fx_loop_rest(efd_impl *impl, efd_loopsleep *ls, int pass_on)
     if (pass_on)
         fx_interrupt(impl, 0);
 }
-
-#else  /* the explorer models threads only */
-
-int
-efd_fx_loop_sleep(efd_impl *impl, efd_loopsleep *ls, int *ready)
-{
-    (void)impl; (void)ls;
-    *ready = 0;
-    return ENOTSUP;
-}
-int efd_fx_loop_woke(efd_impl *impl, efd_loopsleep *ls)
-{ (void)impl; (void)ls; return 0; }
-void efd_fx_loop_rest(efd_impl *impl, efd_loopsleep *ls, int pass_on)
-{ (void)impl; (void)ls; (void)pass_on; }
-
-#endif
 
 static int
 fx_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec)

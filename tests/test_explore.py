@@ -71,6 +71,11 @@ SCENARIOS = [
     "books-holder-vs-sleeper",
     "books-book-vs-untimed-sleeper",
     "books-pipe-hold-vs-give",
+    # event loops on the futex word through a ring (issue 19)
+    "loop-vs-give",
+    "loop-and-thread-vs-give",
+    "loop-vs-untimed-thread",
+    "loop-two-loops-two-units",
 ]
 
 #: What the explorer found on 0.2.0's protocol, for the record (issue 17).
@@ -86,11 +91,14 @@ FOUND_IN_0_2 = {
 #: Scenarios too long for the full run with deaths (minutes alone): they
 #: run with deaths at the default bound only.
 DEATHS_AT_DEFAULT = {"futex-watcher-vs-reader-2", "futex-armed-three",
-                     "futex-counter-two-readers"}
+                     "futex-counter-two-readers", "loop-and-thread-vs-give",
+                     "loop-vs-untimed-thread"}
 
 #: Scenarios whose full bound without deaths is capped (bound 3 takes one
 #: to two minutes alone; CI runs the full size in several lanes at once).
-FULL_CAP = {"futex-watcher-vs-reader-2": 2, "futex-armed-three": 2}
+FULL_CAP = {"futex-watcher-vs-reader-2": 2, "futex-armed-three": 2,
+            # bound 3: 11 s each, and bound 2 with deaths 28 s
+            "loop-and-thread-vs-give": 2, "loop-vs-untimed-thread": 2}
 
 
 #: Scenarios also run with deaths and without the death bell (-B): two in

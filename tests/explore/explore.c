@@ -43,6 +43,13 @@
  * counts at least as many sleepers (watchers) as actors actually asleep;
  * and no reader gives up while units are there.
  *
+ * A loop's ring (efd_ring.c) is modelled too: a submitted FUTEX_WAIT is
+ * checked and queued at once among the word's sleepers, a cancel takes it
+ * off or finds it woken, its completions wait in the actor's ring, and a
+ * dead actor's wait stays queued (the kernel keeps a killed process's
+ * requests until it tears its ring down).  act_loop_acquire drives the
+ * loop sleeper as efd/_aio.py does.
+ *
  * What it does not cover: the kernel backends, the herd and the wait loop
  * itself (act_acquire mirrors its protocol), more than three actors, or
  * weak memory orders: the schedules are sequentially consistent
@@ -124,6 +131,20 @@ struct ex_actor {
     int64_t inflight;               /* change an operation may be making */
     int gave_up;
     _Atomic long tid;               /* its kernel thread id (0: not yet) */
+    /* A loop's ring (efd_ring.c, modelled): the FUTEX_WAIT in flight,
+     * queued on ring_word until a FUTEX_WAKE picks it or a cancel takes
+     * it off -- and, as the kernel keeps a killed process's requests
+     * until it tears its ring down, still queued after the actor died;
+     * the requests submitted next; the completions not read yet. */
+    _Atomic uint32_t *ring_word;
+    unsigned long ring_order;
+    uint64_t ring_tag;
+    struct { int cancel; _Atomic uint32_t *word; uint32_t val;
+             uint64_t tag, ctag; } ring_sq[4];
+    int ring_nsq;
+    struct { uint64_t tag; int32_t res; } ring_cq[8];
+    int ring_ncq;
+    int ring_waiting;               /* blocked in its loop, on the ring */
 };
 
 enum { OPT_RUN, OPT_DIE, OPT_TIMEOUT };
@@ -393,19 +414,53 @@ waits_on(const ex_actor *b, _Atomic uint32_t *word)
     return -1;
 }
 
-/* Wake up to n actors blocked on word, oldest first. */
+/* A completion in actor b's ring; a loop blocked on it wakes. */
+static void
+ring_complete(ex_actor *b, uint64_t tag, int32_t res)
+{
+    if (b->ring_ncq >= 8) {
+        fprintf(stderr, "explore: a ring's completion queue overflowed\n");
+        abort();
+    }
+    b->ring_cq[b->ring_ncq].tag = tag;
+    b->ring_cq[b->ring_ncq].res = res;
+    b->ring_ncq++;
+    if (b->state == ST_BLOCKED && b->ring_waiting) {
+        b->state = ST_RUNNABLE;
+        b->timed_out = 0;
+    }
+}
+
+/* Wake up to n actors blocked on word -- or rings' waits queued on it,
+ * a dead actor's included -- oldest first. */
 static long
 model_wake(_Atomic uint32_t *word, uint32_t n)
 {
     long woken = 0;
     while ((uint32_t)woken < n) {
-        ex_actor *best = NULL;
+        ex_actor *best = NULL, *ring = NULL;
         int i;
         for (i = 0; i < R.n; i++) {
             ex_actor *b = &R.actors[i];
             if (b->state == ST_BLOCKED && waits_on(b, word) >= 0
                     && (best == NULL || b->wait_order < best->wait_order))
                 best = b;
+        }
+        for (i = 0; i < R.n; i++) {
+            ex_actor *b = &R.actors[i];
+            if (b->ring_word == word
+                    && (ring == NULL || b->ring_order < ring->ring_order))
+                ring = b;
+        }
+        if (ring != NULL && (best == NULL
+                             || ring->ring_order < best->wait_order)) {
+            ring->ring_word = NULL;
+            trace_add(ring->id, TR_NOTE, ring->state == ST_DEAD
+                      ? "ring: its FUTEX_WAIT woken (the actor is dead)"
+                      : "ring: its FUTEX_WAIT woken", NOVAL);
+            ring_complete(ring, ring->ring_tag, 0);
+            woken++;
+            continue;
         }
         if (best == NULL)
             break;
@@ -416,6 +471,19 @@ model_wake(_Atomic uint32_t *word, uint32_t n)
         woken++;
     }
     return woken;
+}
+
+/* The actor sleeps (FIFO among the sleepers) until a wake-up makes it
+ * runnable or, at quiescence, its timeout (if it has one) comes. */
+static void
+sleep_actor(ex_actor *a, int has_timeout, const char *what)
+{
+    a->has_timeout = has_timeout;
+    a->timed_out = 0;
+    a->wait_order = ++R.wait_clock;
+    a->state = ST_BLOCKED;
+    note(a, what, NOVAL);
+    yield_to_scheduler(a);
 }
 
 static long
@@ -429,12 +497,7 @@ model_wait(ex_actor *a, _Atomic uint32_t *word, uint32_t val,
         return -1;
     }
     a->word = word;
-    a->has_timeout = timeout != NULL;
-    a->timed_out = 0;
-    a->wait_order = ++R.wait_clock;
-    a->state = ST_BLOCKED;
-    note(a, "futex: asleep", NOVAL);
-    yield_to_scheduler(a);
+    sleep_actor(a, timeout != NULL, "futex: asleep");
     a->word = NULL;
     if (a->timed_out) {
         errno = ETIMEDOUT;
@@ -467,19 +530,129 @@ efd_explore_futex_waitv(_Atomic uint32_t *const *words, const uint32_t *vals,
     a->word = words[0];
     for (i = 0; i < 4; i++)
         a->more[i] = i + 1 < n ? words[i + 1] : NULL;
-    a->has_timeout = has_timeout;
-    a->timed_out = 0;
     a->woke_on = 0;
-    a->wait_order = ++R.wait_clock;
-    a->state = ST_BLOCKED;
-    note(a, "futex_waitv: asleep", NOVAL);
-    yield_to_scheduler(a);
+    sleep_actor(a, has_timeout, "futex_waitv: asleep");
     a->word = a->more[0] = a->more[1] = a->more[2] = a->more[3] = NULL;
     if (a->timed_out) {
         errno = ETIMEDOUT;
         return -1;
     }
     return a->woke_on;
+}
+
+/* ---- the ring model (what efd_ring.c does, as far as the protocol sees:
+ * a submitted FUTEX_WAIT is checked and queued at once; a cancel takes a
+ * queued one off, or finds it completed; completions wait to be read) */
+
+int
+efd_ring_open(efd_ring *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->fd = 0;
+    return 0;
+}
+
+void
+efd_ring_close(efd_ring *r)
+{
+    ex_actor *a = self_actor;
+    r->fd = -1;
+    if (a != NULL) {
+        a->ring_word = NULL;        /* a closed ring's waits are gone */
+        a->ring_nsq = a->ring_ncq = 0;
+    }
+}
+
+/* Queue one submission in the actor's ring (submitted by efd_ring_submit). */
+static int
+ring_queue(int cancel, _Atomic uint32_t *word, uint32_t val, uint64_t tag,
+           uint64_t ctag)
+{
+    ex_actor *a = self_actor;
+    if (a == NULL || a->ring_nsq >= 4)
+        abort();
+    a->ring_sq[a->ring_nsq].cancel = cancel;
+    a->ring_sq[a->ring_nsq].word = word;
+    a->ring_sq[a->ring_nsq].val = val;
+    a->ring_sq[a->ring_nsq].tag = tag;
+    a->ring_sq[a->ring_nsq].ctag = ctag;
+    a->ring_nsq++;
+    return 0;
+}
+
+int
+efd_ring_wait(efd_ring *r, _Atomic uint32_t *word, uint32_t val,
+              uint64_t tag)
+{
+    (void)r;
+    return ring_queue(0, word, val, tag, 0);
+}
+
+int
+efd_ring_cancel(efd_ring *r, uint64_t tag, uint64_t cancel_tag)
+{
+    (void)r;
+    return ring_queue(1, NULL, 0, tag, cancel_tag);
+}
+
+int
+efd_ring_submit(efd_ring *r)
+{
+    ex_actor *a = self_actor;
+    int i;
+    (void)r;
+    if (a == NULL)
+        abort();                    /* only actors have rings */
+    for (i = 0; i < a->ring_nsq; i++) {
+        if (!a->ring_sq[i].cancel) {
+            efd_explore_point("ring: FUTEX_WAIT submitted");
+            if (atomic_load(a->ring_sq[i].word) != a->ring_sq[i].val) {
+                note(a, "ring: FUTEX_WAIT EAGAIN (word moved)", NOVAL);
+                ring_complete(a, a->ring_sq[i].tag, -EAGAIN);
+                continue;
+            }
+            a->ring_word = a->ring_sq[i].word;
+            a->ring_tag = a->ring_sq[i].tag;
+            a->ring_order = ++R.wait_clock;
+            note(a, "ring: FUTEX_WAIT queued", NOVAL);
+        }
+        else {
+            efd_explore_point("ring: cancel submitted");
+            if (a->ring_word != NULL && a->ring_tag == a->ring_sq[i].tag) {
+                a->ring_word = NULL;
+                note(a, "ring: cancelled the queued wait", NOVAL);
+                ring_complete(a, a->ring_sq[i].tag, -ECANCELED);
+                ring_complete(a, a->ring_sq[i].ctag, 0);
+            }
+            else {
+                note(a, "ring: nothing to cancel (it completed)", NOVAL);
+                ring_complete(a, a->ring_sq[i].ctag, -ENOENT);
+            }
+        }
+    }
+    a->ring_nsq = 0;
+    return 0;
+}
+
+int
+efd_ring_next(efd_ring *r, uint64_t *tag, int32_t *res)
+{
+    ex_actor *a = self_actor;
+    (void)r;
+    if (a == NULL || a->ring_ncq == 0)
+        return 0;
+    *tag = a->ring_cq[0].tag;
+    *res = a->ring_cq[0].res;
+    memmove(&a->ring_cq[0], &a->ring_cq[1],
+            (size_t)(a->ring_ncq - 1) * sizeof(a->ring_cq[0]));
+    a->ring_ncq--;
+    return 1;
+}
+
+int
+efd_ring_probe(void)
+{
+    return 0;
 }
 
 struct robust_list_head *
@@ -717,6 +890,61 @@ act_acquire_untimed(ex_actor *a)
     return r;
 }
 
+/* The loop waits in epoll_wait for its ring, with its 100 ms re-check
+ * timer: back when a completion is there, or timed out (at quiescence). */
+static void
+loop_wait_ring(ex_actor *a)
+{
+    if (a->ring_ncq > 0)
+        return;
+    a->ring_waiting = 1;
+    sleep_actor(a, 1, "loop: asleep in epoll_wait on its ring");
+    a->ring_waiting = 0;
+}
+
+int
+act_loop_acquire(ex_actor *a)
+{
+    efd_impl *impl = &R.impl;
+    efd_loopsleep ls;
+    int timeouts = 0, ready = 0, err, took = 0;
+    memset(&ls, 0, sizeof(ls));
+    (void)efd_ring_open(&ls.ring);
+    note(a, "> acquire_async (a loop's task)", NOVAL);
+    for (;;) {
+        err = efd_fx_loop_sleep(impl, &ls, &ready);        /* watch() */
+        if (err) {
+            note(a, "< loop sleep failed", err);
+            break;
+        }
+        if (!ready) {
+            loop_wait_ring(a);
+            if (a->timed_out) {
+                timeouts++;
+                note(a, "loop: its re-check", NOVAL);
+            }
+            (void)efd_fx_loop_woke(impl, &ls);              /* _ready() */
+        }
+        if (act_try_read(a) == 0) {
+            took = 1;
+            break;
+        }
+        if (timeouts >= EX_MAX_TIMEOUTS)
+            break;
+    }
+    /* Nobody of the loop waits: unwatch() rests the sleeper. */
+    note(a, "> loop: rest", NOVAL);
+    efd_fx_loop_rest(impl, &ls, 1);
+    efd_ring_close(&ls.ring);
+    if (!took) {
+        a->gave_up++;
+        note(a, "< acquire_async: gave up", NOVAL);
+        return EAGAIN;
+    }
+    note(a, "< acquire_async: took a unit", NOVAL);
+    return 0;
+}
+
 int
 act_book(ex_actor *a, uint64_t n)
 {
@@ -790,6 +1018,10 @@ check_counted(void)
         ex_actor *a = &R.actors[i];
         if (a->state == ST_BLOCKED && a->kind >= 0)
             asleep[a->kind == EFD_BLOCK_READY]++;
+        /* A live loop's wait on `seq` is a reader asleep. */
+        if (a->state != ST_DEAD && R.impl.cnt != NULL
+                && a->ring_word == &R.impl.cnt->seq)
+            asleep[0]++;
     }
     if (asleep[0] > efd_explore_sleepers(&R.impl, EFD_BLOCK_READ))
         violation(V_UNCOUNTED, "a live sleeper is missing from the count: %d reader(s) "

@@ -67,5 +67,11 @@ int act_book(ex_actor *a, uint64_t n);
 void act_inside(ex_actor *a);
 /* Event.wait(): loop { ticket; peek > 0?; block(READY, ticket, 100 ms) }. */
 int act_watch(ex_actor *a);
+/* acquire_async() on a futex object, as efd/_aio.py's record drives its
+ * loop sleeper (efd_futex.c, "An event loop's sleep"): sleep; if units,
+ * try_read; else wait for the ring (or the loop's 100 ms re-check), woke,
+ * try_read; again; at the end rest (passing a wake-up on).  Gives up
+ * after EX_MAX_TIMEOUTS re-checks with nothing taken. */
+int act_loop_acquire(ex_actor *a);
 
 #endif /* EFD_EXPLORE_TEST_H */

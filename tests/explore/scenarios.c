@@ -10,8 +10,9 @@
  *   futex-watcher-vs-reader     row 4: watchers and readers share seq
  *   futex-two-readers-two-units one wake-up per unit, passed on
  * plus a few that hold the protocol's plainer promises (give vs give,
- * take vs take), and the books of robust holds (books-*: the journal of
- * efd_books.c, with holders dying at each point).  Bodies use only the act_* helpers of explore.h.
+ * take vs take), the books of robust holds (books-*: the journal of
+ * efd_books.c, with holders dying at each point), and event loops that
+ * sleep on the futex word through a ring (loop-*).  Bodies use only the act_* helpers of explore.h.
  */
 #include "explore.h"
 
@@ -123,6 +124,15 @@ settle_dead(ex_actor *a)
     (void)act_settle(a);
 }
 
+/* ---- event loops sleeping on the futex word (efd_futex.c, "An event
+ * loop's sleep") -------------------------------------------------------- */
+
+static void
+loop_acquire(ex_actor *a)
+{
+    (void)act_loop_acquire(a);
+}
+
 /* ---- the table --------------------------------------------------------- */
 
 const ex_scenario ex_scenarios[] = {
@@ -200,6 +210,28 @@ const ex_scenario ex_scenarios[] = {
       "books: pipe, count 1; A holds then releases, B try_read; "
       "readiness in step after the settlement",
       &efd_backend_pipe, 1, 0, 2, { hold_then_release, take_one, NULL }, 0 },
+    { "loop-vs-give",
+      "loops: futex, count 0; A a loop's acquire_async (its ring's wait "
+      "on seq), B release(1): the loop gets it without a re-check",
+      &efd_backend_futex, 0, 0, 2, { loop_acquire, give_one, NULL }, 0 },
+    { "loop-and-thread-vs-give",
+      "loops: futex, count 0; A a loop, B a blocking acquire, C release(1): "
+      "one of them gets it; a loop killed after the release chose it "
+      "leaves it to B's re-check",
+      &efd_backend_futex, 0, 0, 3, { loop_acquire, acquire_one, give_one },
+      0 },
+    { "loop-vs-untimed-thread",
+      "loops: futex, count 0; A a loop, B an acquire with no deadline "
+      "(asleep on the bell, no re-check of its own), C release(1): a "
+      "loop sleeping on the object makes B re-check (unbelled, the books' "
+      "bell), so a dead A cannot strand the unit",
+      &efd_backend_futex, 0, 0, 3, { loop_acquire, acquire_untimed,
+                                     give_one }, 0 },
+    { "loop-two-loops-two-units",
+      "loops: futex, count 0; A and B loops, C release(2): one wake-up "
+      "each, both served",
+      &efd_backend_futex, 0, 0, 3, { loop_acquire, loop_acquire, give_two },
+      0 },
     { "pipe-counter-take-vs-give",
       "counter mode: pipe, count 1; A try_read, B try_write(1), C try_write(1)",
       &efd_backend_pipe, 1, 0, 3, { take_one, give_one, give_one }, 1 },
