@@ -498,10 +498,19 @@ def test_a_sleeper_is_told_of_a_hold_booked_after_it_slept():
             os.write(res_w, b"%d %.3f" % (ok, time.monotonic() - t0))
         finally:
             os._exit(0)
-    _wait_ready(booked_r)               # A booked it (W asleep by now)
-    _kill(a)
-    ok, waited = os.read(res_r, 64).split()
-    os.waitpid(w, 0)
+    try:
+        _wait_ready(booked_r)           # A booked it (W asleep by now)
+        _kill(a)
+        a = None
+        ok, waited = os.read(res_r, 64).split()
+    finally:
+        # Whatever failed, no child outlives the test.
+        for pid in (a, w):
+            if pid is not None:
+                try:
+                    _kill(pid)
+                except (ProcessLookupError, ChildProcessError):
+                    pass
     assert ok == b"1"
     assert float(waited) < PROMPT, "W got the unit only at its deadline"
     sem.close()
