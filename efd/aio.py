@@ -38,7 +38,8 @@ of one loop, not between processes.  In-process hand-offs are bounded
 of other processes, threads and loops are not starved by a busy loop.
 """
 import sys
-from typing import Any, NamedTuple, Optional, Tuple, Type, TypeVar
+from typing import (Any, Callable, NamedTuple, Optional, Tuple, Type,
+                    TypeVar)
 from types import TracebackType
 
 from . import _aio, _efd
@@ -418,6 +419,9 @@ class BoundedSemaphore(Semaphore):
     __slots__ = ()
     __module__ = "efd.aio"
     _SYNC = _SyncBounded
+    #: What a release past the bound raises, as asyncio's class does.
+    _TOO_MANY: Tuple[Type[Exception], str] = (
+        ValueError, "BoundedSemaphore released too many times")
 
     def __init__(self, value: int = 1, *,
                  backend: Optional[str] = None) -> None:
@@ -437,22 +441,21 @@ class BoundedSemaphore(Semaphore):
                 ("BoundedSemaphore released too many times"), or the
                 object is closed.
         """
+        self._within_bound(super().release)
+
+    def _within_bound(self, release: Callable[[], None]) -> None:
+        # Run a release; past the bound, raise what asyncio's class raises
+        # (_TOO_MANY) instead of the core's words.
         try:
-            super().release()
+            release()
         except ValueError as exc:
             if "too many" in str(exc):
-                raise ValueError(
-                    "BoundedSemaphore released too many times") from None
+                kind, words = self._TOO_MANY
+                raise kind(words) from None
             raise
 
     def _release_counted(self) -> None:
-        try:
-            super()._release_counted()
-        except ValueError as exc:
-            if "too many" in str(exc):
-                raise ValueError(
-                    "BoundedSemaphore released too many times") from None
-            raise
+        self._within_bound(super()._release_counted)
 
 
 class Lock(BoundedSemaphore):
@@ -469,6 +472,7 @@ class Lock(BoundedSemaphore):
 
     __slots__ = ()
     __module__ = "efd.aio"
+    _TOO_MANY = (RuntimeError, "Lock is not acquired.")
 
     def __init__(self, *, backend: Optional[str] = None) -> None:
         super().__init__(1, backend=backend)
@@ -503,20 +507,7 @@ class Lock(BoundedSemaphore):
             # released already (asyncio's Lock is unlocked until that task
             # runs, and refuses a second release meanwhile).
             raise RuntimeError("Lock is not acquired.")
-        try:
-            super().release()
-        except ValueError as exc:
-            if "too many" in str(exc):
-                raise RuntimeError("Lock is not acquired.") from None
-            raise
-
-    def _release_counted(self) -> None:
-        try:
-            super()._release_counted()
-        except ValueError as exc:
-            if "too many" in str(exc):
-                raise RuntimeError("Lock is not acquired.") from None
-            raise
+        super().release()
 
 
 class Event(_Base):

@@ -224,8 +224,6 @@ async_queued(sync_object *self)
 }
 
 /* Take one unit: try; if nothing is there and the caller waits, warn if
- * an event loop runs on this thread, then wait. */
-/* Take one unit: try; if nothing is there and the caller waits, warn if
  * an event loop runs on this thread, then wait.  `op`: EFD_OP_READ, with
  * EFD_OP_HOLD to book it to this process. */
 static PyObject *
