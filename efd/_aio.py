@@ -462,8 +462,7 @@ class _Waiters:
         # This record's loop sleeper, made on first use; None where the
         # object or this process offers none.
         if self.sleeper is None:
-            self.sleeper = (self.ev._loop_sleeper() if self.ev.backend
-                            == "futex" else False) or False
+            self.sleeper = self.ev._loop_sleeper() or False
         return self.sleeper or None
 
     def _sleep(self) -> None:

@@ -466,16 +466,25 @@ static void fx_interrupt(efd_impl *impl, int all);
  * process (a fork child counts its copy again), and wake every sleeper so
  * that each takes up re-checking (a sleeper that read `unbelled` before
  * the add has a ticket older than the words' bump). */
+/* Count this object in `unbelled` unless this process did already; 1 if
+ * it counted it now. */
+static int
+unbelled_count(efd_impl *impl)
+{
+    uint64_t epoch;
+    if (impl->cnt == NULL
+            || impl->unbelled_epoch == (epoch = efd_process_epoch()))
+        return 0;
+    impl->unbelled_epoch = epoch;
+    atomic_fetch_add(&impl->cnt->unbelled, 1);
+    return 1;
+}
+
 static void
 unbelled_check(efd_impl *impl)
 {
-    uint64_t epoch;
-    if (impl->bell || impl->cnt == NULL
-            || impl->unbelled_epoch == (epoch = efd_process_epoch()))
-        return;
-    impl->unbelled_epoch = epoch;
-    atomic_fetch_add(&impl->cnt->unbelled, 1);
-    fx_interrupt(impl, 1);
+    if (!impl->bell && unbelled_count(impl))
+        fx_interrupt(impl, 1);
 }
 
 /* This process found it cannot ring for this object after all (a thread
@@ -742,14 +751,9 @@ ls_tag(efd_loopsleep *ls, int cancel)
 static void
 loop_demote(efd_impl *impl)
 {
-    uint64_t epoch;
     impl->bell = 0;
-    if (impl->cnt == NULL
-            || impl->unbelled_epoch == (epoch = efd_process_epoch()))
-        return;
-    impl->unbelled_epoch = epoch;
-    atomic_fetch_add(&impl->cnt->unbelled, 1);
-    efd_books_wake_unrechecked(impl->cnt);
+    if (unbelled_count(impl))
+        efd_books_wake_unrechecked(impl->cnt);
 }
 
 /* Read every completion; the wait's own ends it (a late one of a wait

@@ -4,10 +4,10 @@
  *
  * EventFD._loop_sleeper() makes one for a loop that is about to wait on
  * the object (efd/_aio.py keeps one per loop and object while its tasks
- * wait); None where the loop must wait the old way (another backend, no
- * bell, no ring).  The loop watches fileno(), calls sleep() before it
- * waits, woke() when fileno() polled readable, and rest() when none of its
- * tasks waits any more.  Every method runs with the GIL held and never
+ * wait); None where the loop must wait the old way (another backend, or
+ * no ring here).  The loop watches the sleeper's fileno() (the ring's
+ * descriptor), calls sleep() before it waits, woke() when that polled
+ * readable, and rest() when none of its tasks waits any more.  Every method runs with the GIL held and never
  * blocks.  The object keeps a list of its sleepers, so that close() rests
  * those a loop left behind (a loop in another thread that did not answer
  * in time) before the page goes: a request left in flight on an unmapped
@@ -27,15 +27,14 @@ struct efd_loopobj {
 };
 typedef struct efd_loopobj loop_object;
 
-static int ring_state = -1;     /* efd_ring_probe(), asked once */
-
-/* Whether loops can sleep on futex objects here (python -m efd). */
+/* Whether loops can sleep on futex objects here (python -m efd): asked
+ * once per module state. */
 int
-efd_loop_ring_probe(void)
+efd_loop_ring_probe(efd_state *st)
 {
-    if (ring_state < 0)
-        ring_state = efd_ring_probe();
-    return ring_state;
+    if (st->loop_ring < 0)
+        st->loop_ring = efd_ring_probe();
+    return st->loop_ring;
 }
 
 static void
@@ -96,7 +95,7 @@ efd_loop_sleeper_new(eventfd_object *ev)
     efd_state *st = ev->state;
     loop_object *self;
     if (ev->impl.ops != &efd_backend_futex || ev->impl.cnt == NULL
-            || efd_loop_ring_probe() != 0)
+            || efd_loop_ring_probe(st) != 0)
         Py_RETURN_NONE;
     self = PyObject_New(loop_object, st->LoopSleeper_type);
     if (self == NULL)

@@ -329,7 +329,7 @@ efd_fn_probe(PyObject *module, PyObject *Py_UNUSED(ignored))
     if (dict_set(d, "robust_holds", PyBool_FromLong(efd_books_probe())) < 0)
         goto fail;
     {
-        int ring_err = efd_loop_ring_probe();
+        int ring_err = efd_loop_ring_probe(st);
         if (dict_set(d, "loop_ring", PyBool_FromLong(
                     ring_err == 0 && futex_err == 0)) < 0
                 || dict_set(d, "loop_ring_errno",
@@ -502,13 +502,16 @@ register_fork_hook(PyObject *module)
 
 /* ---- module ------------------------------------------------------------ */
 
-/* A heap type from `spec`, kept in *slot and published as `name`. */
+/* A heap type from `spec`, kept in *slot and published as `name`.
+ * `weaklist`: the offset of its weak-reference list, for 3.8, whose
+ * FromSpec ignores the __weaklistoffset__ member (0: it has none). */
 static int
 add_type(PyObject *module, PyType_Spec *spec, PyTypeObject **slot,
-         const char *name)
+         const char *name, Py_ssize_t weaklist)
 {
     PyObject *type;
 #if PY_VERSION_HEX >= 0x03090000
+    (void)weaklist;
     type = PyType_FromModuleAndSpec(module, spec, NULL);
 #else
     type = PyType_FromSpec(spec);
@@ -516,9 +519,8 @@ add_type(PyObject *module, PyType_Spec *spec, PyTypeObject **slot,
     if (type == NULL)
         return -1;
 #if PY_VERSION_HEX < 0x03090000
-    /* 3.8's FromSpec ignores the __weaklistoffset__ member. */
-    ((PyTypeObject *)type)->tp_weaklistoffset = spec->basicsize
-        - (Py_ssize_t)sizeof(PyObject *);
+    if (weaklist > 0)
+        ((PyTypeObject *)type)->tp_weaklistoffset = weaklist;
 #endif
     *slot = (PyTypeObject *)type;
     Py_INCREF(type);
@@ -554,7 +556,6 @@ static int
 efd_exec(PyObject *module)
 {
     efd_state *st = (efd_state *)PyModule_GetState(module);
-    PyObject *type;
 
     st->probed = 0;
     st->nowait = -1;
@@ -563,43 +564,22 @@ efd_exec(PyObject *module)
     st->fork_thread = 0;
     st->forks = 0;
     st->herd = -1;
+    st->loop_ring = -1;
     if (main_thread_ident(&st->main_ident) < 0)
         return -1;
     if (register_fork_hook(module) < 0)
         return -1;
-#if PY_VERSION_HEX >= 0x03090000
-    type = PyType_FromModuleAndSpec(module, &efd_eventfd_spec, NULL);
-#else
-    type = PyType_FromSpec(&efd_eventfd_spec);
-    if (type != NULL)   /* 3.8's FromSpec ignores the __weaklistoffset__ member */
-        ((PyTypeObject *)type)->tp_weaklistoffset =
-            offsetof(eventfd_object, weakreflist);
-#endif
-    if (type == NULL)
+    if (add_type(module, &efd_eventfd_spec, &st->EventFD_type, "EventFD",
+                 offsetof(eventfd_object, weakreflist)) < 0
+            || add_type(module, &efd_semaphore_spec, &st->Semaphore_type,
+                        "Semaphore", efd_semaphore_spec.basicsize
+                        - (Py_ssize_t)sizeof(PyObject *)) < 0
+            || add_type(module, &efd_event_spec, &st->Event_type, "Event",
+                        efd_event_spec.basicsize
+                        - (Py_ssize_t)sizeof(PyObject *)) < 0
+            || add_type(module, &efd_loop_spec, &st->LoopSleeper_type,
+                        "_LoopSleeper", 0) < 0)
         return -1;
-    st->EventFD_type = (PyTypeObject *)type;
-    Py_INCREF(type);
-    if (PyModule_AddObject(module, "EventFD", type) < 0) {
-        Py_DECREF(type);
-        return -1;
-    }
-    if (add_type(module, &efd_semaphore_spec, &st->Semaphore_type,
-                 "Semaphore") < 0
-            || add_type(module, &efd_event_spec, &st->Event_type, "Event") < 0)
-        return -1;
-#if PY_VERSION_HEX >= 0x03090000
-    type = PyType_FromModuleAndSpec(module, &efd_loop_spec, NULL);
-#else
-    type = PyType_FromSpec(&efd_loop_spec);
-#endif
-    if (type == NULL)
-        return -1;
-    st->LoopSleeper_type = (PyTypeObject *)type;
-    Py_INCREF(type);
-    if (PyModule_AddObject(module, "_LoopSleeper", type) < 0) {
-        Py_DECREF(type);
-        return -1;
-    }
     if (PyModule_AddIntConstant(module, "EFD_CLOEXEC", EFD_CLOEXEC) < 0
             || PyModule_AddIntConstant(module, "EFD_NONBLOCK", EFD_NONBLOCK) < 0
             || PyModule_AddIntConstant(module, "EFD_SEMAPHORE", EFD_SEMAPHORE) < 0)

@@ -29,6 +29,9 @@ typedef struct {
      * child (see efd_impl.proc). */
     volatile uint32_t proc;
     int herd;          /* -1 not asked yet; else EFD_HERD_* (efd_herd.c) */
+    /* -1 not asked yet; else efd_ring_probe(): 0 if loops can sleep on
+     * futex words through a ring here (efd_loop.c) */
+    int loop_ring;
     /* The thread that runs Python's signal handlers (threading's main
      * thread; a fork child's only thread): the only waiter that must take
      * the GIL after a bare re-check, to run them. */
@@ -326,7 +329,7 @@ PyObject *efd_loop_sleeper_new(eventfd_object *ev);
 /* close(): rest every loop sleeper of the object. */
 void efd_loops_close(eventfd_object *ev);
 /* 0 if loops can sleep on futex objects through a ring, else an errno. */
-int efd_loop_ring_probe(void);
+int efd_loop_ring_probe(efd_state *st);
 efd_state *efd_state_from_type(PyTypeObject *type);
 
 #endif /* EFD_MODULE_H */

@@ -933,8 +933,6 @@ eventfd_wakeups(eventfd_object *self, PyObject *Py_UNUSED(ignored))
                                             __ATOMIC_RELAXED));
 }
 
-/* _pass_on() -> bool: a wake-up that came to this process and that it
- * will not use goes on to the next waiter, if units are there. */
 /* efd/_aio.py: an event loop's sleeper on this object, or None (efd_loop.c). */
 static PyObject *
 eventfd_loop_sleeper(eventfd_object *self, PyObject *Py_UNUSED(ignored))
@@ -946,6 +944,8 @@ eventfd_loop_sleeper(eventfd_object *self, PyObject *Py_UNUSED(ignored))
     return efd_loop_sleeper_new(self);
 }
 
+/* _pass_on() -> bool: a wake-up that came to this process and that it
+ * will not use goes on to the next waiter, if units are there. */
 static PyObject *
 eventfd_pass_on(eventfd_object *self, PyObject *Py_UNUSED(ignored))
 {
