@@ -231,19 +231,33 @@ efd_ring_cancel(efd_ring *r, uint64_t tag, uint64_t cancel_tag)
     return 0;
 }
 
+/* Take back the entries the kernel has not consumed: after a failed
+ * submission they must not go out with the next one (a stale FUTEX_WAIT
+ * whose word came back to its old value would sleep under a tag nobody
+ * reaps, and could take a release's wake-up with it).  Only the kernel
+ * moves sq_head, and only inside io_uring_enter(): with none running, the
+ * entries between the head and the tail are ours to drop. */
+static void
+withdraw(efd_ring *r)
+{
+    __atomic_store_n(r->sq_tail, __atomic_load_n(r->sq_head, __ATOMIC_ACQUIRE),
+                     __ATOMIC_RELEASE);
+    r->pending = 0;
+}
+
 int
 efd_ring_submit(efd_ring *r)
 {
     while (r->pending > 0) {
         long n = syscall(__NR_io_uring_enter, r->fd, r->pending, 0, 0,
                          NULL, (size_t)0);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return errno;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int err = n < 0 ? errno : EBUSY;
+            withdraw(r);
+            return err;
         }
-        if (n == 0)
-            return EBUSY;
         r->pending -= (unsigned)n;
     }
     return 0;

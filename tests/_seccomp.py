@@ -51,6 +51,12 @@ Modes
     ``futex_waitv`` fails with ``ENOSYS``: a kernel before 5.16, or a
     container profile older than the call, where the ``futex`` backend
     goes without its death bell.
+``"no-io-uring"``
+    ``io_uring_setup``, ``io_uring_enter`` and ``io_uring_register`` fail
+    with ``EPERM``, as under Docker's default seccomp profile: installed
+    before efd's probe, event loops on ``futex`` objects wait on the
+    readiness descriptor; installed after a loop's ring was made, its next
+    submission fails and the loop goes back to that way mid-wait.
 ``"kill-at-shared-futex-wake"``
     The process is killed (``SECCOMP_RET_KILL_PROCESS``, as by SIGSYS) when
     it calls ``futex(addr, FUTEX_WAKE, ...)`` on a process-shared word (the
@@ -114,7 +120,7 @@ __all__ = [
 
 #: Modes accepted by :func:`build_filter` and :func:`install_filter`.
 MODES = ("no-semaphore", "no-eventfd", "no-epoll", "no-memfd",
-         "no-futex-waitv", "kill-at-shared-futex-wake")
+         "no-futex-waitv", "no-io-uring", "kill-at-shared-futex-wake")
 
 #: Exit status of a :func:`run_in_filtered_child` child when the filter could
 #: not be installed because seccomp is unsupported here (the automake "skip"
@@ -174,10 +180,12 @@ def _off_arg_low32(i):
 _ARCHES = {
     "x86_64": {"audit": AUDIT_ARCH_X86_64, "eventfd": 284, "eventfd2": 290,
                "epoll_create": 213, "epoll_create1": 291, "memfd_create": 319,
-               "futex": 202, "futex_waitv": 449},
+               "futex": 202, "futex_waitv": 449, "io_uring_setup": 425,
+               "io_uring_enter": 426, "io_uring_register": 427},
     "aarch64": {"audit": AUDIT_ARCH_AARCH64, "eventfd": None, "eventfd2": 19,
                 "epoll_create": None, "epoll_create1": 20, "memfd_create": 279,
-                "futex": 98, "futex_waitv": 449},
+                "futex": 98, "futex_waitv": 449, "io_uring_setup": 425,
+                "io_uring_enter": 426, "io_uring_register": 427},
 }  # type: Dict[str, Dict[str, Optional[int]]]
 _ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
 
@@ -262,9 +270,14 @@ def build_filter(mode, machine=None):
             _stmt(ret, err),                            # 6: return -EINVAL
             _stmt(ret, SECCOMP_RET_ALLOW),              # 7: allow
         ]
-    else:  # "no-eventfd", "no-epoll", "no-memfd", "no-futex-waitv": ENOSYS
-        err = SECCOMP_RET_ERRNO | (errno.ENOSYS & SECCOMP_RET_DATA)
-        if mode == "no-eventfd":
+    else:  # "no-eventfd", "no-epoll", "no-memfd", "no-futex-waitv": ENOSYS;
+        # "no-io-uring": EPERM (what Docker's default profile answers)
+        code = errno.EPERM if mode == "no-io-uring" else errno.ENOSYS
+        err = SECCOMP_RET_ERRNO | (code & SECCOMP_RET_DATA)
+        if mode == "no-io-uring":
+            nrs = [info["io_uring_setup"], info["io_uring_enter"],
+                   info["io_uring_register"]]
+        elif mode == "no-eventfd":
             nrs = [nr_eventfd2, nr_eventfd]
         elif mode == "no-memfd":
             nrs = [info["memfd_create"]]

@@ -206,3 +206,298 @@ def test_close_rests_a_sleeping_loop_of_another_thread():
         loop.close()
         for fd in (r, w, go_r, go_w):
             os.close(fd)
+
+
+# ---- io_uring refused (Docker's default seccomp profile) ------------------
+
+def _needs_seccomp():
+    import _seccomp
+    ok, why = _seccomp.supported()
+    if not ok:
+        pytest.skip(why)
+
+
+_REFUSED_FROM_THE_START = r"""
+import asyncio, json, os, sys, threading, time
+sys.path.insert(0, %(tests)r)
+import _seccomp
+_seccomp.install_filter("no-io-uring")
+import efd
+from efd import _aio
+
+probe = efd._efd._probe()
+ev = efd.EventFD(0, semaphore=True, backend="futex")
+
+
+async def main():
+    task = asyncio.ensure_future(ev.acquire_async(timeout=20))
+    loop = asyncio.get_running_loop()
+    for _ in range(2000):
+        rec = _aio._registry.get((ev, loop))
+        if rec is not None and rec.reading:
+            break
+        await asyncio.sleep(0.001)
+    info = {"ring": rec.ring, "fd_is_fileno": rec.fd == ev.fileno()}
+    threading.Timer(0.2, ev.release).start()
+    t0 = time.monotonic()
+    info["got"] = await task
+    info["dt"] = time.monotonic() - t0
+    info["left"] = ev._peek()
+    return info
+
+
+info = asyncio.run(main())
+info["loop_ring"] = probe["loop_ring"]
+info["errno"] = probe["loop_ring_errno"]
+ev.close()
+print(json.dumps(info))
+"""
+
+
+def test_io_uring_refused_loops_wait_on_the_descriptor(run_py):
+    """Under a profile that refuses io_uring (EPERM, as Docker's default
+    does), the probe says so and a loop on a futex object waits on
+    fileno(), getting a release from another thread."""
+    _needs_seccomp()
+    import errno
+    import os
+    tests = os.path.dirname(os.path.abspath(__file__))
+    out = run_py(_REFUSED_FROM_THE_START % {"tests": tests}, timeout=60)
+    res = json.loads(out.stdout.split("\n")[-2])
+    assert res["loop_ring"] is False and res["errno"] == errno.EPERM, res
+    assert res["ring"] is False and res["fd_is_fileno"] is True, res
+    assert res["got"] is True and res["left"] == 0, res
+    assert res["dt"] < 10, res
+
+
+_REFUSED_MID_WAIT = r"""
+import asyncio, json, os, sys, threading, time
+sys.path.insert(0, %(tests)r)
+import _seccomp
+import efd
+from efd import _aio
+
+ev = efd.EventFD(0, semaphore=True, backend="futex")
+
+
+async def asleep(loop):
+    for _ in range(2000):
+        rec = _aio._registry.get((ev, loop))
+        if rec is not None and rec.reading and (not rec.ring
+                                                or rec.sleeper.asleep):
+            return rec
+        await asyncio.sleep(0.001)
+    raise SystemExit("the loop never went to sleep")
+
+
+async def main():
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(ev.acquire_async(timeout=20))
+    rec = await asleep(loop)
+    info = {"ring_before": rec.ring}
+    # The ring works: a release reaches the loop through it.
+    ev.release()
+    info["first"] = await task
+    # From here on io_uring_enter is refused: the next sleep's submission
+    # fails, and the loop must go on waiting the old way, mid-wait.
+    _seccomp.install_filter("no-io-uring")
+    task = asyncio.ensure_future(ev.acquire_async(timeout=20))
+    rec = await asleep(loop)
+    info["ring_after"] = rec.ring
+    info["fd_is_fileno"] = rec.fd == ev.fileno()
+    threading.Timer(0.2, ev.release).start()
+    t0 = time.monotonic()
+    info["second"] = await task
+    info["dt"] = time.monotonic() - t0
+    # Two waits more, served by releases from a thread: nothing of the
+    # failed submission is left to take a wake-up.
+    for i in range(2):
+        task = asyncio.ensure_future(ev.acquire_async(timeout=20))
+        await asleep(loop)
+        threading.Timer(0.05, ev.release).start()
+        info["more%%d" %% i] = await task
+    info["left"] = ev._peek()
+    # And a thread asleep in acquire() hears the next release.
+    threading.Timer(0.2, ev.release).start()
+    info["thread"] = await loop.run_in_executor(None, ev.acquire, True, 10)
+    info["left_after"] = ev._peek()
+    return info
+
+
+info = asyncio.run(main())
+ev.close()
+print(json.dumps(info))
+"""
+
+
+def test_io_uring_refused_mid_wait_the_loop_falls_back(run_py):
+    """A ring that worked is refused later (a filter installed after the
+    probe: a sandboxing library, a fork child's profile): the loop's next
+    sleep cannot be submitted, and it goes on waiting on fileno() with no
+    unit and no sleeper count lost."""
+    _needs_seccomp()
+    import os
+    tests = os.path.dirname(os.path.abspath(__file__))
+    out = run_py(_REFUSED_MID_WAIT % {"tests": tests}, timeout=60)
+    res = json.loads(out.stdout.split("\n")[-2])
+    assert res["ring_before"] is True and res["first"] is True, res
+    assert res["ring_after"] is False and res["fd_is_fileno"] is True, res
+    assert res["second"] is True and res["dt"] < 10, res
+    assert res["more0"] is True and res["more1"] is True, res
+    assert res["left"] == 0, res
+    assert res["thread"] is True and res["left_after"] == 0, res
+
+
+# ---- uvloop ------------------------------------------------------------------
+
+_UVLOOP_ONE_AT_A_TIME = r"""
+import asyncio, json, os, select, sys, time
+import multiprocessing as mp
+import uvloop
+import efd
+from efd import _aio
+
+ctx = mp.get_context("fork")
+ev = efd.EventFD(0, semaphore=True, backend="futex")
+WAITERS, UNITS = 4, 8
+rep_r, rep_w = os.pipe()
+
+
+def child(i):
+    # Count the reader's runs: a loop woken for a unit another loop took
+    # runs it and finds nothing.
+    runs = [0]
+    ready = _aio._Waiters._ready
+
+    def counted(self):
+        runs[0] += 1
+        ready(self)
+    _aio._Waiters._ready = counted
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        got = 0
+        while True:
+            task = asyncio.ensure_future(ev.acquire_async(timeout=5))
+            while True:
+                rec = _aio._registry.get((ev, loop))
+                if rec is not None and rec.ring and rec.sleeper.asleep:
+                    break
+                if task.done():
+                    break
+                await asyncio.sleep(0.001)
+            os.write(rep_w, b"W")           # asleep (again)
+            if not await task:
+                break                       # the 5 s ran out: all handed
+            got += 1
+            os.write(rep_w, b"G")
+        return got
+    got = uvloop.run(main()) if hasattr(uvloop, "run") else (
+        uvloop.install() or asyncio.run(main()))
+    os.write(rep_w, ("R%d,%d;" % (got, runs[0])).encode())
+    os._exit(0)
+
+
+def read(n, limit=20):
+    buf = b""
+    deadline = time.monotonic() + limit
+    while len(buf) < n:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([rep_r], [], [], left)[0]:
+            raise SystemExit("children silent: %r" % buf)
+        buf += os.read(rep_r, n - len(buf))
+    return buf
+
+
+procs = [ctx.Process(target=child, args=(i,)) for i in range(WAITERS)]
+for p in procs:
+    p.start()
+assert read(WAITERS).count(b"W") == WAITERS
+for u in range(UNITS):
+    ev.release()
+    word = read(2)                       # the winner took it, sleeps again
+    assert sorted(word) == sorted(b"GW"), word
+    time.sleep(0.03)
+reports = b""
+while reports.count(b";") < WAITERS:
+    reports += read(1, 30)
+for p in procs:
+    p.join(10)
+got = runs = 0
+for rep in reports.decode().strip(";").split(";"):
+    g, r = rep[1:].split(",")
+    got += int(g)
+    runs += int(r)
+print(json.dumps({"got": got, "runs": runs, "left": ev._peek(),
+                  "codes": [p.exitcode for p in procs]}))
+"""
+
+
+def test_uvloop_loops_are_woken_one_per_unit(run_py):
+    """Four processes' uvloop loops wait on one futex object; eight units
+    released one at a time reach them one wake-up each (a herd would run
+    every loop's reader: 32 runs), and none is lost."""
+    pytest.importorskip("uvloop")
+    out = run_py(_UVLOOP_ONE_AT_A_TIME, timeout=90)
+    res = json.loads(out.stdout.split("\n")[-2])
+    assert res["got"] == 8 and res["left"] == 0, res
+    assert res["codes"] == [0, 0, 0, 0], res
+    # One run per unit, plus at most one re-check per unit that happened
+    # to find it before its chosen loop took it.
+    assert 8 <= res["runs"] <= 16, res
+
+
+# ---- interpreters (CPython 3.14+) --------------------------------------------
+
+def test_a_subinterpreters_loop_sleeps_on_the_ring(run_py):
+    """A loop in another interpreter of the process waits on the object
+    (passed through a queue): it sleeps on the futex word through a ring
+    of that interpreter's own, and a release from the main interpreter's
+    thread reaches it; closing the interpreter's object leaves the main
+    one's working."""
+    try:
+        from concurrent import interpreters  # noqa: F401
+    except ImportError:
+        pytest.skip("no concurrent.interpreters (CPython 3.14+)")
+    out = run_py(r"""
+import json, threading
+import efd
+from concurrent import interpreters
+
+sem = efd.Semaphore(0, backend="futex")
+interp = interpreters.create()
+queue = interpreters.create_queue()
+queue.put(sem)
+interp.prepare_main(queue=queue)
+threading.Timer(0.3, sem.release).start()
+interp.exec('''
+import asyncio, efd
+from efd import _aio
+s = queue.get()
+
+async def main():
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(s.acquire_async(timeout=20))
+    ring = None
+    while not task.done():
+        rec = _aio._registry.get((s._ev, loop))
+        if rec is not None and rec.reading:
+            ring = rec.ring
+            break
+        await asyncio.sleep(0.001)
+    return ring, await task
+
+ring, got = asyncio.run(main())
+s.close()
+queue.put((ring, got))
+''')
+ring, got = queue.get(timeout=10)
+interp.close()
+sem.release()
+again = sem.acquire(timeout=5)
+sem.close()
+print(json.dumps({"ring": ring, "got": got, "again": again}))
+""", timeout=90)
+    res = json.loads(out.stdout.split("\n")[-2])
+    assert res["got"] is True and res["again"] is True, res
+    assert res["ring"] is _efd._probe()["loop_ring"], res
