@@ -629,3 +629,98 @@ def test_efd_aio_block_exit_past_the_bound_names_the_class(cls, error):
     assert got.startswith(error), got
     assert sem.value == 1
     sem.close()
+
+
+# ---- holders elsewhere: an exec'd program, another interpreter ----------------
+
+_PROGRAM_HOLDER = r"""
+import os, sys, time
+import efd
+sem = efd.from_handle(os.environ["EFD_HOLD"])
+with sem:
+    sys.stdout.write("holding\n")
+    sys.stdout.flush()
+    time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("backend_name", BOOKED)
+def test_a_program_that_adopted_the_handle_is_killed_holding(backend_name):
+    """A separate program (no fork: it adopted the object from its handle)
+    holds a unit in a `with` block and is SIGKILLed: the unit comes back
+    and reaches a waiter here."""
+    sem = efd.BoundedSemaphore(1, backend=backend_name)
+    h = sem.handle()
+    env = dict(os.environ, EFD_HOLD=str(h), PYTHONPATH=REPO)
+    proc = subprocess.Popen([sys.executable, "-c", _PROGRAM_HOLDER],
+                            env=env, pass_fds=h.fds, stdout=subprocess.PIPE,
+                            universal_newlines=True)
+    try:
+        import select
+        assert select.select([proc.stdout], [], [], PROMPT)[0]
+        assert proc.stdout.readline().strip() == "holding"
+        assert sem.value == 0
+        proc.kill()
+        proc.wait(PROMPT)
+        assert sem.acquire(timeout=PROMPT)
+        sem.release()
+        assert sem.value == 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(PROMPT)
+        proc.stdout.close()
+        sem.close()
+
+
+_INTERPRETERS_HOLD = r"""
+import os, sys, time
+import efd
+from concurrent import interpreters
+
+sem = efd.from_handle(os.environ["EFD_HOLD"])
+interp = interpreters.create()
+queue = interpreters.create_queue()
+queue.put(sem)
+interp.prepare_main(queue=queue)
+# Another interpreter holds one unit, this one the other: the holds are
+# the process's, whichever interpreter took them.
+interp.exec("s = queue.get(); s.__enter__()")
+sem.acquire(undo=True)
+print("holding", sem.value, flush=True)
+time.sleep(60)
+"""
+
+
+def test_units_held_in_two_interpreters_come_back_when_the_process_dies():
+    """One interpreter holds a unit in a `with` block, another took one
+    with undo=True; the process is killed: both units come back, each
+    once (the bound is not passed)."""
+    try:
+        from concurrent import interpreters  # noqa: F401
+    except ImportError:
+        pytest.skip("no concurrent.interpreters (CPython 3.14+)")
+    sem = efd.BoundedSemaphore(2)
+    h = sem.handle()
+    proc = subprocess.Popen([sys.executable, "-c", _INTERPRETERS_HOLD],
+                            env=dict(os.environ, PYTHONPATH=REPO,
+                                     EFD_HOLD=str(h)),
+                            pass_fds=h.fds, stdout=subprocess.PIPE,
+                            universal_newlines=True)
+    try:
+        import select
+        assert select.select([proc.stdout], [], [], PROMPT)[0]
+        assert proc.stdout.readline().split() == ["holding", "0"]
+        proc.kill()
+        proc.wait(PROMPT)
+        assert sem.acquire(timeout=PROMPT) and sem.acquire(timeout=PROMPT)
+        assert sem.value == 0
+        sem.release(2)
+        with pytest.raises(ValueError):
+            sem.release()                # both came back, once each
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(PROMPT)
+        proc.stdout.close()
+        sem.close()
