@@ -638,10 +638,28 @@ import os, sys, time
 import efd
 sem = efd.from_handle(os.environ["EFD_HOLD"])
 with sem:
-    sys.stdout.write("holding\n")
-    sys.stdout.flush()
+    print("holding", sem.value, flush=True)
     time.sleep(60)
 """
+
+
+def _kill_program_holding(code, sem, expect):
+    """Run `code` as a separate program given `sem` by its handle (the
+    environment's EFD_HOLD), wait for its line `expect`, and SIGKILL it."""
+    import select
+    h = sem.handle()
+    proc = subprocess.Popen([sys.executable, "-c", code],
+                            env=dict(os.environ, PYTHONPATH=REPO,
+                                     EFD_HOLD=str(h)),
+                            pass_fds=h.fds, stdout=subprocess.PIPE,
+                            universal_newlines=True)
+    try:
+        assert select.select([proc.stdout], [], [], PROMPT)[0]
+        assert proc.stdout.readline().strip() == expect
+    finally:
+        proc.kill()
+        proc.wait(PROMPT)
+        proc.stdout.close()
 
 
 @pytest.mark.parametrize("backend_name", BOOKED)
@@ -650,26 +668,12 @@ def test_a_program_that_adopted_the_handle_is_killed_holding(backend_name):
     holds a unit in a `with` block and is SIGKILLed: the unit comes back
     and reaches a waiter here."""
     sem = efd.BoundedSemaphore(1, backend=backend_name)
-    h = sem.handle()
-    env = dict(os.environ, EFD_HOLD=str(h), PYTHONPATH=REPO)
-    proc = subprocess.Popen([sys.executable, "-c", _PROGRAM_HOLDER],
-                            env=env, pass_fds=h.fds, stdout=subprocess.PIPE,
-                            universal_newlines=True)
     try:
-        import select
-        assert select.select([proc.stdout], [], [], PROMPT)[0]
-        assert proc.stdout.readline().strip() == "holding"
-        assert sem.value == 0
-        proc.kill()
-        proc.wait(PROMPT)
+        _kill_program_holding(_PROGRAM_HOLDER, sem, "holding 0")
         assert sem.acquire(timeout=PROMPT)
         sem.release()
         assert sem.value == 1
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(PROMPT)
-        proc.stdout.close()
         sem.close()
 
 
@@ -701,26 +705,12 @@ def test_units_held_in_two_interpreters_come_back_when_the_process_dies():
     except ImportError:
         pytest.skip("no concurrent.interpreters (CPython 3.14+)")
     sem = efd.BoundedSemaphore(2)
-    h = sem.handle()
-    proc = subprocess.Popen([sys.executable, "-c", _INTERPRETERS_HOLD],
-                            env=dict(os.environ, PYTHONPATH=REPO,
-                                     EFD_HOLD=str(h)),
-                            pass_fds=h.fds, stdout=subprocess.PIPE,
-                            universal_newlines=True)
     try:
-        import select
-        assert select.select([proc.stdout], [], [], PROMPT)[0]
-        assert proc.stdout.readline().split() == ["holding", "0"]
-        proc.kill()
-        proc.wait(PROMPT)
+        _kill_program_holding(_INTERPRETERS_HOLD, sem, "holding 0")
         assert sem.acquire(timeout=PROMPT) and sem.acquire(timeout=PROMPT)
         assert sem.value == 0
         sem.release(2)
         with pytest.raises(ValueError):
             sem.release()                # both came back, once each
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(PROMPT)
-        proc.stdout.close()
         sem.close()
