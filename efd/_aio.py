@@ -801,13 +801,16 @@ class _TrioWaiters:
 
     The tasks queue on a fair :class:`trio.Lock`; the holder alone waits in
     :func:`trio.lowlevel.wait_readable` (trio allows one waiter per
-    descriptor), reads for itself and hands the lock to the next task.
-    ``watchers`` maps the cancel scope of each :meth:`efd.Event.wait_async`
-    task to whether it was notified.
+    descriptor), reads for itself and hands the lock to the next task.  On
+    a futex object the holder sleeps on the futex word through the loop
+    sleeper's ring, as an asyncio loop does (:meth:`_ring_wait`): one
+    release wakes one ``trio.run`` of all those waiting.  ``watchers`` maps
+    the cancel scope of each :meth:`efd.Event.wait_async` task to whether
+    it was notified.
     """
 
     __slots__ = ("ev", "token", "fd", "key", "lock", "consumers", "users",
-                 "watchers", "failed")
+                 "watchers", "failed", "sleeper")
 
     def __init__(self, ev: "EventFD", token: Any) -> None:
         import trio
@@ -820,6 +823,9 @@ class _TrioWaiters:
         self.users = 0
         self.watchers: Dict[Any, bool] = {}
         self.failed = False
+        # The futex object's loop sleeper (efd_loop.c): None until asked
+        # for, False where this run cannot sleep that way.
+        self.sleeper: Any = None
 
     #: Nothing is served past the queue under trio (the holder of the
     #: queue's lock reads for itself); arrive() reads it as for asyncio.
@@ -854,6 +860,41 @@ class _TrioWaiters:
         except trio.ClosedResourceError:
             raise ValueError(_CLOSED_MESSAGE) from None
 
+    def _sleeper(self) -> Any:
+        # As _Waiters._sleeper(): made on first use, None where the object
+        # or this process offers none.
+        if self.sleeper is None:
+            self.sleeper = self.ev._loop_sleeper() or False
+        return self.sleeper or None
+
+    async def _ring_wait(self) -> None:
+        # Sleep on the futex word through the sleeper's ring until it may
+        # have units (or RECHECK passed: a loop killed while a release had
+        # chosen it rings for nobody, see _Waiters._sleep).  Falls back to
+        # the readiness descriptor for good if the ring fails.
+        import trio
+        sleeper = self.sleeper
+        try:
+            ready = sleeper.sleep()
+        except OSError:
+            sleeper.close()
+            self.sleeper = False
+            return
+        if ready:
+            await trio.lowlevel.checkpoint()
+            return
+        try:
+            with trio.move_on_after(RECHECK):
+                await trio.lowlevel.wait_readable(sleeper.fileno())
+        except trio.ClosedResourceError:
+            raise ValueError(_CLOSED_MESSAGE) from None
+        if self.failed:
+            raise ValueError(_CLOSED_MESSAGE)
+        if not sleeper.woke():
+            # RECHECK passed with the sleep in flight: look at the count
+            # (and the books of holders found dead) before trying again.
+            self.ev._look()
+
     async def _consume(self) -> int:
         import trio
         async with self.lock:
@@ -863,15 +904,26 @@ class _TrioWaiters:
             # test_cancel_during_acquire).
             await trio.lowlevel.checkpoint_if_cancelled()
             try_read = self.ev._try_read
-            while True:
-                if self.failed:
-                    raise ValueError(_CLOSED_MESSAGE)
-                value = try_read()
-                if value is not None:
-                    # No checkpoint from the read to the caller: a unit is
-                    # never read for a task that is then cancelled.
-                    return value
-                await self._wait_readable()
+            slept = False
+            try:
+                while True:
+                    if self.failed:
+                        raise ValueError(_CLOSED_MESSAGE)
+                    value = try_read()
+                    if value is not None:
+                        # No checkpoint from the read to the caller: a unit
+                        # is never read for a task that is then cancelled.
+                        return value
+                    if self._sleeper() is not None:
+                        slept = True
+                        await self._ring_wait()
+                    else:
+                        await self._wait_readable()
+            finally:
+                if slept and self.sleeper:
+                    # Cancels a sleep in flight, and passes on a wake-up
+                    # that chose this run if it is not taking it.
+                    self.sleeper.rest()
 
     async def _watch(self) -> bool:
         import trio
@@ -944,6 +996,11 @@ class _TrioWaiters:
         self.failed = True
         _unpublish(self)
         trio.lowlevel.notify_closing(self.fd)
+        if self.sleeper:
+            try:
+                trio.lowlevel.notify_closing(self.sleeper.fileno())
+            except (OSError, RuntimeError, ValueError):
+                pass                    # no ring: nobody waits on it
 
     def fail_soon(self, exc: BaseException) -> Optional[threading.Event]:
         """:meth:`fail`, from any thread (see :meth:`_Waiters.fail_soon`)."""

@@ -12,7 +12,11 @@ sleeper -- thread or loop -- however many loops wait.  What must hold:
   ``acquire()`` with the death bell (no re-check of its own) -- a process
   whose loops sleep this way has every waiter of the object re-check;
 * close() while a loop of another thread sleeps leaves no wait in flight
-  (a later release in another process still reaches its waiters).
+  (a later release in another process still reaches its waiters);
+* where io_uring is refused (from the start, or after the ring was made)
+  loops wait on ``fileno()`` instead, losing nothing;
+* uvloop loops and trio runs are woken one per unit too, and a
+  subinterpreter's loop sleeps on a ring of its own.
 
 Every wait here is bounded; the children run under the conftest watchdog.
 """
@@ -348,12 +352,15 @@ def test_io_uring_refused_mid_wait_the_loop_falls_back(run_py):
     assert res["thread"] is True and res["left_after"] == 0, res
 
 
-# ---- uvloop ------------------------------------------------------------------
+# ---- one wake-up per unit under uvloop and trio ------------------------------
 
-_UVLOOP_ONE_AT_A_TIME = r"""
-import asyncio, json, os, select, sys, time
+#: The hand-out both tests run: WAITERS forked processes wait on one futex
+#: object in their loops (`child`, defined by each test's code, reports
+#: "W" when asleep, "G" per unit taken, and at the end "R<got>,<wakes>;"),
+#: and UNITS units are released one at a time.  Prints what they reported.
+_HAND_OUT = r"""
+import json, os, select, time
 import multiprocessing as mp
-import uvloop
 import efd
 from efd import _aio
 
@@ -361,6 +368,55 @@ ctx = mp.get_context("fork")
 ev = efd.EventFD(0, semaphore=True, backend="futex")
 WAITERS, UNITS = 4, 8
 rep_r, rep_w = os.pipe()
+
+%s
+
+def read(n, limit=20):
+    buf = b""
+    deadline = time.monotonic() + limit
+    while len(buf) < n:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([rep_r], [], [], left)[0]:
+            raise SystemExit("children silent: %%r" %% buf)
+        buf += os.read(rep_r, n - len(buf))
+    return buf
+
+
+procs = [ctx.Process(target=child, args=(i,)) for i in range(WAITERS)]
+for p in procs:
+    p.start()
+assert read(WAITERS).count(b"W") == WAITERS
+for u in range(UNITS):
+    ev.release()
+    word = read(2)                       # the winner took it, sleeps again
+    assert sorted(word) == sorted(b"GW"), word
+    time.sleep(0.03)
+reports = b""
+while reports.count(b";") < WAITERS:
+    reports += read(1, 30)
+for p in procs:
+    p.join(10)
+got = wakes = 0
+for rep in reports.decode().strip(";").split(";"):
+    g, w = rep[1:].split(",")
+    got += int(g)
+    wakes += int(w)
+print(json.dumps({"got": got, "wakes": wakes, "left": ev._peek(),
+                  "codes": [p.exitcode for p in procs]}))
+"""
+
+
+def _hand_out(run_py, child):
+    out = run_py(_HAND_OUT % child, timeout=90)
+    res = json.loads(out.stdout.split("\n")[-2])
+    assert res["got"] == 8 and res["left"] == 0, res
+    assert res["codes"] == [0, 0, 0, 0], res
+    return res["wakes"]
+
+
+_UVLOOP_CHILD = r"""
+import asyncio
+import uvloop
 
 
 def child(i):
@@ -396,40 +452,6 @@ def child(i):
         uvloop.install() or asyncio.run(main()))
     os.write(rep_w, ("R%d,%d;" % (got, runs[0])).encode())
     os._exit(0)
-
-
-def read(n, limit=20):
-    buf = b""
-    deadline = time.monotonic() + limit
-    while len(buf) < n:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([rep_r], [], [], left)[0]:
-            raise SystemExit("children silent: %r" % buf)
-        buf += os.read(rep_r, n - len(buf))
-    return buf
-
-
-procs = [ctx.Process(target=child, args=(i,)) for i in range(WAITERS)]
-for p in procs:
-    p.start()
-assert read(WAITERS).count(b"W") == WAITERS
-for u in range(UNITS):
-    ev.release()
-    word = read(2)                       # the winner took it, sleeps again
-    assert sorted(word) == sorted(b"GW"), word
-    time.sleep(0.03)
-reports = b""
-while reports.count(b";") < WAITERS:
-    reports += read(1, 30)
-for p in procs:
-    p.join(10)
-got = runs = 0
-for rep in reports.decode().strip(";").split(";"):
-    g, r = rep[1:].split(",")
-    got += int(g)
-    runs += int(r)
-print(json.dumps({"got": got, "runs": runs, "left": ev._peek(),
-                  "codes": [p.exitcode for p in procs]}))
 """
 
 
@@ -438,13 +460,76 @@ def test_uvloop_loops_are_woken_one_per_unit(run_py):
     released one at a time reach them one wake-up each (a herd would run
     every loop's reader: 32 runs), and none is lost."""
     pytest.importorskip("uvloop")
-    out = run_py(_UVLOOP_ONE_AT_A_TIME, timeout=90)
-    res = json.loads(out.stdout.split("\n")[-2])
-    assert res["got"] == 8 and res["left"] == 0, res
-    assert res["codes"] == [0, 0, 0, 0], res
     # One run per unit, plus at most one re-check per unit that happened
     # to find it before its chosen loop took it.
-    assert 8 <= res["runs"] <= 16, res
+    assert 8 <= _hand_out(run_py, _UVLOOP_CHILD) <= 16
+
+
+_TRIO_CHILD = r"""
+import trio
+
+
+class Counting:
+    # The run's loop sleeper, counting the wake-ups its ring brought.
+    def __init__(self, sleeper):
+        self.sleeper = sleeper
+        self.wakes = 0
+
+    def __getattr__(self, name):
+        return getattr(self.sleeper, name)
+
+    def woke(self):
+        n = self.sleeper.woke()
+        self.wakes += bool(n)
+        return n
+
+
+def child(i):
+    made = []
+    original = _aio._TrioWaiters._sleeper
+
+    def counted(self):
+        if self.sleeper is None:
+            real = self.ev._loop_sleeper()
+            self.sleeper = Counting(real) if real else False
+            if real:
+                made.append(self.sleeper)
+        return original(self)
+    _aio._TrioWaiters._sleeper = counted
+
+    async def main():
+        got = 0
+        while True:
+            async with trio.open_nursery() as nursery:
+                result = []
+
+                async def take():
+                    result.append(await ev.acquire_async(timeout=5))
+                nursery.start_soon(take)
+                for _ in range(5000):
+                    if made and made[-1].asleep:
+                        break
+                    await trio.sleep(0.001)
+                os.write(rep_w, b"W")
+            if not result[0]:
+                return got
+            got += 1
+            os.write(rep_w, b"G")
+
+    got = trio.run(main)
+    wakes = sum(s.wakes for s in made)
+    os.write(rep_w, ("R%d,%d;" % (got, wakes)).encode())
+    os._exit(0)
+"""
+
+
+def test_trio_runs_are_woken_one_per_unit(run_py):
+    """Four processes' trio.run wait on one futex object: their consumer
+    sleeps on the futex word through a ring, so eight units released one
+    at a time wake one run each (the readiness descriptor would wake all
+    four every time), and none is lost."""
+    pytest.importorskip("trio")
+    assert 8 <= _hand_out(run_py, _TRIO_CHILD) <= 12
 
 
 # ---- interpreters (CPython 3.14+) --------------------------------------------
