@@ -841,10 +841,22 @@ efd_fx_loop_rest(efd_impl *impl, efd_loopsleep *ls, int pass_on)
          * (and ignored: its tag is gone). */
         if (efd_ring_cancel(&ls->ring, ls->out, ls_tag(ls, 1)) != 0
                 || efd_ring_submit(&ls->ring) != 0) {
-            /* Closing the ring cancels it (its teardown); this sleeper
-             * cannot sleep again. */
+            /* The cancel cannot go out (io_uring refused since the sleep
+             * began).  Closing the ring does not take the wait off the
+             * word in time: its teardown is the kernel's deferred work,
+             * and none comes while a fork child holds a copy of the
+             * descriptor.  Until then the wait would take a release's
+             * wake-up from a live sleeper.  So wake every sleeper: that
+             * ends the orphaned wait too, and the others look again.
+             * This sleeper cannot sleep again. */
             efd_ring_close(&ls->ring);
             ls->failed = EIO;
+            ls->out = 0;
+            if (ls->counted)                                    /* S6 */
+                sleep_leave(&c->sleepers, ls->epoch);
+            ls->counted = 0;
+            fx_interrupt(impl, 1);
+            return;
         }
         ls->out = 0;
     }

@@ -179,8 +179,8 @@ efd_ring_close(efd_ring *r)
 }
 
 /* The next free submission entry, zeroed; NULL if the queue is full (it
- * holds RING_ENTRIES, and a sleeper queues at most six before it
- * submits). */
+ * holds RING_ENTRIES, and a sleeper queues one -- its wait, or a cancel --
+ * before it submits). */
 static struct ring_sqe *
 next_sqe(efd_ring *r)
 {

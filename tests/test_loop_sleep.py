@@ -352,6 +352,111 @@ def test_io_uring_refused_mid_wait_the_loop_falls_back(run_py):
     assert res["thread"] is True and res["left_after"] == 0, res
 
 
+_REFUSED_WITH_A_COPY_OF_THE_RING = r"""
+import asyncio, json, os, select, signal, sys, time
+import multiprocessing as mp
+sys.path.insert(0, %(tests)r)
+import _seccomp
+import efd
+from efd import _aio
+
+ctx = mp.get_context("fork")
+ev = efd.EventFD(0, semaphore=True, backend="futex")
+r, w = os.pipe()
+g_r, g_w = os.pipe()
+
+
+def loop_proc():
+    async def main():
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(ev.acquire_async(timeout=60))
+        while True:
+            rec = _aio._registry.get((ev, loop))
+            if rec is not None and rec.ring and rec.sleeper.asleep:
+                break
+            await asyncio.sleep(0.001)
+        # A fork child now holds a copy of the ring's descriptor: closing
+        # ours will not tear the ring down.
+        g = os.fork()
+        if g == 0:
+            time.sleep(60)
+            os._exit(0)
+        os.write(g_w, str(g).encode() + b"\n")
+        # io_uring refused from here on: the cancel of the sleep cannot
+        # be submitted.
+        _seccomp.install_filter("no-io-uring")
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        ev.close()
+        os.write(w, b"A")
+        await asyncio.sleep(60)
+    asyncio.run(main())
+
+
+def thread_proc():
+    # Sleeps with the death bell and no re-check: nobody left on the
+    # object lacks the bell.
+    os.write(w, b"T")
+    got = ev.acquire(timeout=20)
+    os.write(w, b"G" if got else b"n")
+    os._exit(0)
+
+
+def read1(limit):
+    if not select.select([r], [], [], limit)[0]:
+        raise SystemExit("no word within %%s s" %% limit)
+    return os.read(r, 1)
+
+
+a = ctx.Process(target=loop_proc)
+a.start()
+t = None
+grandchild = None
+try:
+    assert read1(20) == b"A"
+    grandchild = int(os.read(g_r, 32).split()[0])
+    t = ctx.Process(target=thread_proc)
+    t.start()
+    assert read1(20) == b"T"
+    time.sleep(0.3)
+    ev.release()
+    t0 = time.monotonic()
+    word = read1(25)
+    print(json.dumps({"word": word.decode(), "delay": time.monotonic() - t0,
+                      "left": ev._peek()}))
+finally:
+    for p in (t, a):
+        if p is not None:
+            p.kill()
+            p.join(10)
+    if grandchild:
+        try:
+            os.kill(grandchild, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+"""
+
+
+def test_a_refused_cancel_leaves_no_wait_on_the_word(run_py):
+    """A loop asleep on the ring; its process forks (the child holds a
+    copy of the ring), then gets io_uring refused, and the loop's task is
+    cancelled and the object closed: the cancel cannot be submitted and
+    closing the ring does not tear it down.  A thread of another process
+    that sleeps with the death bell still gets the next release at once
+    (the orphaned wait, left on the futex word, would take it)."""
+    _needs_seccomp()
+    import os
+    tests = os.path.dirname(os.path.abspath(__file__))
+    out = run_py(_REFUSED_WITH_A_COPY_OF_THE_RING % {"tests": tests},
+                 timeout=90)
+    res = json.loads(out.stdout.split("\n")[-2])
+    assert res["word"] == "G" and res["left"] == 0, res
+    assert res["delay"] < 3, res
+
+
 # ---- one wake-up per unit under uvloop and trio ------------------------------
 
 #: The hand-out both tests run: WAITERS forked processes wait on one futex
