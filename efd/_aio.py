@@ -440,11 +440,18 @@ class _Waiters:
                 # The loop keeps watching, so there is nothing to pass on.
                 self.unwatch(pass_on=False)
         if not self.watchers and self._sleeper() is not None:
-            self.fd = self.sleeper.fileno()
-            self._add_reader()
-            self.reading = self.ring = True
-            self._sleep()
-            return
+            try:
+                self.fd = self.sleeper.fileno()
+            except OSError:
+                # Its ring is gone (a cancel io_uring refused): wait the
+                # old way from now on.
+                self.sleeper.close()
+                self.sleeper = False
+            else:
+                self._add_reader()
+                self.reading = self.ring = True
+                self._sleep()
+                return
         self.fd = self.ev.fileno()          # ValueError if closed
         self._add_reader()
         self.reading = True

@@ -134,8 +134,15 @@ efd_loop_sleeper_new(eventfd_object *ev)
 static int
 check_open(loop_object *self)
 {
-    if (self->ev == NULL || self->ev->closed || self->ls.ring.fd < 0) {
+    if (self->ev == NULL || self->ev->closed) {
         PyErr_SetString(PyExc_ValueError, "I/O operation on closed EventFD");
+        return -1;
+    }
+    if (self->ls.ring.fd < 0) {
+        /* Closed after a failure (a cancel io_uring refused): the loop
+         * waits the old way from now on. */
+        errno = EBADF;
+        PyErr_SetFromErrno(PyExc_OSError);
         return -1;
     }
     if (self->epoch != efd_process_epoch()) {

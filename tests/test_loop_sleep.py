@@ -457,6 +457,48 @@ def test_a_refused_cancel_leaves_no_wait_on_the_word(run_py):
     assert res["delay"] < 3, res
 
 
+def test_a_sleeper_whose_ring_is_gone_says_so_and_the_object_lives(run_py):
+    """After a cancel io_uring refused, the sleeper's ring is closed: its
+    fileno() raises OSError (EBADF), not the closed object's ValueError,
+    and the object's next loop wait goes the old way and is served."""
+    _needs_seccomp()
+    import os
+    tests = os.path.dirname(os.path.abspath(__file__))
+    out = run_py(r"""
+import asyncio, errno, json, sys, threading
+sys.path.insert(0, %r)
+import _seccomp
+import efd
+
+ev = efd.EventFD(0, semaphore=True, backend="futex")
+sleeper = ev._loop_sleeper()
+assert sleeper is not None
+assert sleeper.sleep() is False and sleeper.asleep
+_seccomp.install_filter("no-io-uring")
+sleeper.rest()                      # the cancel cannot be submitted
+try:
+    sleeper.fileno()
+    gone = None
+except OSError as exc:
+    gone = exc.errno
+except ValueError:
+    gone = "ValueError"
+
+
+async def main():
+    threading.Timer(0.1, ev.release).start()
+    return await ev.acquire_async(timeout=10)
+
+got = asyncio.run(main())
+print(json.dumps({"gone": gone, "closed": ev.closed, "got": got,
+                  "left": ev._peek()}))
+""" % tests, timeout=60)
+    res = json.loads(out.stdout.split("\n")[-2])
+    import errno
+    assert res["gone"] == errno.EBADF and res["closed"] is False, res
+    assert res["got"] is True and res["left"] == 0, res
+
+
 # ---- one wake-up per unit under uvloop and trio ------------------------------
 
 #: The hand-out both tests run: WAITERS forked processes wait on one futex
