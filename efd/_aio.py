@@ -56,6 +56,7 @@ belong to the parent's loops (whose epoll set the child shares), and the child
 never touches them.
 """
 import asyncio
+import math
 import os
 import select
 import selectors
@@ -474,9 +475,11 @@ class _Waiters:
 
     def _sleep(self) -> None:
         # Sleep on the futex word (again): units there now are served at
-        # once.  The loop looks at the count every RECHECK seconds as well:
-        # a loop killed while a release had chosen it rings for nobody
-        # (efd_futex.c, "An event loop's sleep").
+        # once.  A loop whose helper thread sleeps for it (efd_futex.c, "A
+        # loop's helper") needs nothing more: the helper sleeps with the
+        # death bell.  Through a ring, the loop looks at the count every
+        # RECHECK seconds as well: a loop killed while a release had
+        # chosen it rings for nobody ("An event loop's sleep").
         try:
             ready = self.sleeper.sleep()
         except OSError:
@@ -489,7 +492,7 @@ class _Waiters:
             return
         if ready:
             self.loop.call_soon(self._ready)
-        if self.recheck is None:
+        if self.recheck is None and self.sleeper.rechecks:
             self.recheck = self.loop.call_later(RECHECK, self._recheck)
 
     def _add_reader(self) -> None:
@@ -891,7 +894,8 @@ class _TrioWaiters:
             await trio.lowlevel.checkpoint()
             return
         try:
-            with trio.move_on_after(RECHECK):
+            with trio.move_on_after(RECHECK if sleeper.rechecks
+                                    else math.inf):
                 await trio.lowlevel.wait_readable(sleeper.fileno())
         except trio.ClosedResourceError:
             raise ValueError(_CLOSED_MESSAGE) from None

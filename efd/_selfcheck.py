@@ -118,15 +118,21 @@ def main():
              "wakes them for a process that died owing a wake-up"
              if probe["death_bell"] else
              "no: 'futex' waiters look at the count every 100 ms"))
-    print("  event loops on 'futex' (io_uring futex):  %s"
-          % ("yes: a loop sleeps on the futex word; a release wakes one "
-             "loop (loops, and every waiter of an object loops sleep on, "
-             "look at the count every 100 ms)"
-             if probe["loop_ring"] else
-             "no (%s): loops watch the readiness descriptor, every "
-             "loop wakes for a release, and each looks at the count every "
-             "100 ms" % (os.strerror(probe["loop_ring_errno"])
-                         if probe["loop_ring_errno"] else "no futex")))
+    if probe["death_bell"] and os.environ.get("EFD_LOOP_SLEEP") != "ring":
+        loops = ("yes, through a helper thread: a loop's sleep is a thread "
+                 "of efd's asleep on the futex word with the death bell; a "
+                 "release wakes one loop, and an idle loop wakes nobody")
+    elif probe["loop_ring"]:
+        loops = ("yes, through io_uring: a loop sleeps on the futex word; a "
+                 "release wakes one loop (loops, and every waiter of an "
+                 "object loops sleep on, look at the count every 100 ms)")
+    else:
+        loops = ("no (%s): loops watch the readiness descriptor, every "
+                 "loop wakes for a release, and each looks at the count "
+                 "every 100 ms" % (os.strerror(probe["loop_ring_errno"])
+                                   if probe["loop_ring_errno"]
+                                   else "no futex"))
+    print("  event loops on 'futex' (sleep on the word): %s" % loops)
     print("  robust holds (OFD-locked holder slots):   %s"
           % ("yes: a unit held by `with sem:` or undo=True comes back when "
              "its process dies ('futex', 'pipe'); a waiter gets it within "

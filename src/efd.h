@@ -299,6 +299,29 @@ typedef struct efd_loopsleep {
     uint32_t epoch;             /* ... in this epoch */
     int failed;                 /* an errno: it cannot sleep again */
 } efd_loopsleep;
+/* A loop's helper (efd_futex.c, "A loop's helper"): a thread of efd's
+ * that sleeps on the readers' futex word for one event loop, as a blocked
+ * acquire() does -- the death bell armed -- and rings the loop's door (an
+ * eventfd the loop watches) when units may be there.  It owes sleepers the
+ * wake-up it was chosen for until the loop answers (it took, or will not
+ * take: then the helper passes it on).  The loop talks to it through
+ * `cmd`, a process-private futex word it bumps on every change. */
+typedef struct efd_helper {
+    efd_impl *impl;
+    int door, door_w;           /* a channel (efd_chan_open): readable when
+                                 * the loop should look */
+    _Atomic uint32_t cmd;       /* bumped by the loop: want, answered, stop */
+    _Atomic uint32_t want;      /* the loop has tasks waiting for units */
+    _Atomic uint32_t stop;      /* leave (close, or the sleeper is gone) */
+    _Atomic uint32_t calls;     /* times the helper rang the door */
+    _Atomic uint32_t answered;  /* the last call the loop answered */
+    _Atomic uint32_t asleep;    /* on its way into, or in, its sleep */
+    _Atomic int failed;         /* why it cannot sleep here (an errno), 0 */
+    uint32_t seen_calls;        /* the loop's: calls seen at its last woke() */
+    pthread_t tid;
+} efd_helper;
+void *efd_fx_helper_main(void *helper);
+
 /* 0 and *ready = 1: units are there, take them; 0 and *ready = 0: asleep
  * (the ring polls readable when it wakes); an errno: this loop cannot wait
  * this way -- rest, and wait on the readiness descriptor. */

@@ -169,8 +169,13 @@ struct bell_waitv {
     uint32_t reserved;
 };
 #define BELL_SIZE_U32 0x02              /* FUTEX2_SIZE_U32; shared */
+#define BELL_PRIVATE 0x80               /* FUTEX2_PRIVATE */
 
 #ifndef EFD_EXPLORE
+/* A loop's helper (below): its own doorbell, in its sleeps as well, so
+ * that the loop can end one at once; NULL in every other thread. */
+static __thread _Atomic uint32_t *bell_extra;
+static __thread uint32_t bell_extra_val;
 /* Per thread: its head, and the process epoch it was found in. */
 static __thread struct robust_list_head *bell_head;
 static __thread uint64_t bell_epoch;
@@ -269,7 +274,7 @@ bell_wait(struct efd_count *c, _Atomic uint32_t *word, uint32_t t, int ms,
 #ifdef EFD_EXPLORE
     return efd_explore_futex_waitv(words, vals, n, ms >= 0);
 #else
-    struct bell_waitv w[BELL_WORDS];
+    struct bell_waitv w[BELL_WORDS + 1];
     struct timespec ts, *deadline = NULL;
     int i;
     for (i = 0; i < n; i++) {
@@ -277,6 +282,13 @@ bell_wait(struct efd_count *c, _Atomic uint32_t *word, uint32_t t, int ms,
         w[i].uaddr = (uintptr_t)words[i];
         w[i].flags = BELL_SIZE_U32;
         w[i].reserved = 0;
+    }
+    if (bell_extra != NULL) {
+        w[n].val = bell_extra_val;
+        w[n].uaddr = (uintptr_t)bell_extra;
+        w[n].flags = BELL_SIZE_U32 | BELL_PRIVATE;
+        w[n].reserved = 0;
+        n++;
     }
     if (ms >= 0) {
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -716,6 +728,10 @@ fx_unblock(efd_impl *impl)
  *           pass on a wake-up this loop may have been chosen for
  *           (interrupt(impl, 0)), as a reader that leaves does.
  *
+ * Where this process rings the death bell, loops sleep through a helper
+ * thread instead ("A loop's helper", below); the ring is for where it does
+ * not (or EFD_LOOP_SLEEP=ring).
+ *
  * Deaths: no bell for loops.  A loop chosen by a release and killed before
  * it took the unit owes a wake-up, and the bell (above) would have the
  * kernel ring for it -- but a ring's requests outlive the robust-list walk
@@ -866,6 +882,130 @@ efd_fx_loop_rest(efd_impl *impl, efd_loopsleep *ls, int pass_on)
     if (pass_on)
         fx_interrupt(impl, 0);
 }
+
+/* ---- A loop's helper --------------------------------------------------
+ *
+ * A loop's sleep through a ring (above) cannot use the death bell, so
+ * loops, and every waiter of an object they sleep on, re-check.  Where the
+ * bell works, a loop's sleep is instead a thread of efd's, the helper,
+ * that sleeps as a blocked acquire() does -- one more reader on `seq`,
+ * with the bell armed (block_on_bell) -- and rings the loop's door (an
+ * eventfd the loop watches) when units may be there.  For the shared
+ * page it is exactly a reader whose take comes late: S1 ticket, S3 .. S5
+ * its sleep, S6; then it owes the wake-up it may have been chosen for
+ * until the loop answers -- took the units, or will not (then the helper
+ * passes the wake-up on, interrupt(impl, 0), as a reader leaving without
+ * a unit does).  Its slot stays armed all that time, so that if the
+ * process dies -- helper, loop and all -- before the loop answered, the
+ * kernel rings the bell, as for a blocked acquire() killed after its
+ * wake-up.  A helper's sleep is a thread's futex_waitv, which the thread
+ * leaves before its robust list is walked: nothing of it outlives the
+ * process, unlike a ring's request.  So nobody re-checks on its account:
+ * a loop sleeps, and costs, nothing while idle.
+ *
+ * The loop and its helper talk through process memory only: `want`
+ * (tasks wait), `calls` (doors rung) and `answered` (the last call the
+ * loop answered), and `cmd`, a private futex word the loop bumps after
+ * every change, which the helper sleeps on beside the page's words (the
+ * thread-local bell_extra).  A call is answered only by a loop that saw
+ * it (woke() read `calls`), so an answer never runs ahead of the look it
+ * stands for.  The helper takes no lock, never touches Python, and blocks
+ * every signal (efd_loop.c makes it so). */
+
+#ifndef EFD_EXPLORE
+static void
+helper_wait(_Atomic uint32_t *word, uint32_t val)
+{
+    (void)syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, val,
+                  NULL, NULL, 0);
+}
+
+/* Whether the loop still wants the helper to sleep for it. */
+static int
+helper_wanted(efd_helper *h)
+{
+    return atomic_load(&h->want) && !atomic_load(&h->stop);
+}
+
+/* The helper may have been chosen and the loop will not take: the
+ * wake-up goes on, if units are there (as a reader that leaves). */
+static void
+helper_leave(efd_impl *impl)
+{
+    fx_unblock(impl);
+    fx_interrupt(impl, 0);
+}
+
+void *
+efd_fx_helper_main(void *arg)
+{
+    efd_helper *h = arg;
+    efd_impl *impl = h->impl;
+    struct efd_count *c = impl->cnt;
+    uint32_t seen = atomic_load(&h->cmd);
+
+    while (!atomic_load(&h->stop)) {
+        uint32_t t, call;
+        if (!atomic_load(&h->want)) {
+            helper_wait(&h->cmd, seen);         /* idle: nobody waits */
+            seen = atomic_load(&h->cmd);
+            continue;
+        }
+        t = fx_ticket(impl, EFD_BLOCK_READ);                    /* S1 */
+        if (atomic_load(&c->count) == 0) {
+            int err;
+            atomic_store(&h->asleep, 1);
+            bell_extra = &h->cmd;
+            bell_extra_val = seen;
+            err = fx_block(impl, EFD_BLOCK_READ, t, -1);        /* S3 .. S6 */
+            bell_extra = NULL;
+            atomic_store(&h->asleep, 0);
+            if (!impl->bell || (err != 0 && err != EINTR
+                                && err != ETIMEDOUT)) {
+                /* This thread cannot sleep with the bell after all (it
+                 * was demoted), or the sleep failed: the loop must wait
+                 * the other way.  Ring so that it finds out. */
+                helper_leave(impl);
+                atomic_store(&h->failed, err ? err : ENOTSUP);
+                efd_chan_put(h->door, h->door_w);
+                break;
+            }
+        }
+        seen = atomic_load(&h->cmd);
+        if (!helper_wanted(h)) {
+            helper_leave(impl);
+            continue;
+        }
+        if (atomic_load(&c->count) == 0) {
+            /* Nothing to call the loop for: another took it, a re-check
+             * ran out (a process without the bell, a holder elsewhere:
+             * give back what dead holders held), the books' bell. */
+            uint64_t added = 0;
+            fx_unblock(impl);
+            if (impl->ops->settle != NULL && efd_books_sweep_due(impl))
+                (void)impl->ops->settle(impl, -1, &added);
+            continue;
+        }
+        /* Units may be there: call the loop, and owe them until it
+         * answers this call (or stops wanting: see efd_loop.c's rest). */
+        call = atomic_fetch_add(&h->calls, 1) + 1;
+        efd_chan_put(h->door, h->door_w);
+        EFD_POINT("helper: called");
+        while (helper_wanted(h)
+               && (int32_t)(atomic_load(&h->answered) - call) < 0) {
+            helper_wait(&h->cmd, seen);
+            seen = atomic_load(&h->cmd);
+        }
+        if (helper_wanted(h))
+            fx_unblock(impl);   /* answered: it took, or sleeps again */
+        else
+            helper_leave(impl);
+    }
+    return NULL;
+}
+#else
+void *efd_fx_helper_main(void *arg) { (void)arg; return NULL; }
+#endif
 
 static int
 fx_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec)

@@ -1,26 +1,44 @@
 /*
- * efd_loop.c -- the Python face of an event loop's sleep on a futex object
- * (efd_futex.c, "An event loop's sleep"; the ring is efd_ring.c).
+ * efd_loop.c -- the Python face of an event loop's sleep on a futex object:
+ * through a helper thread (efd_futex.c, "A loop's helper") where this
+ * process rings the death bell, else through a ring (efd_futex.c, "An
+ * event loop's sleep"; the ring is efd_ring.c).
  *
  * EventFD._loop_sleeper() makes one for a loop that is about to wait on
  * the object (efd/_aio.py keeps one per loop and object while its tasks
  * wait); None where the loop must wait the old way (another backend, or
- * no ring here).  The loop watches the sleeper's fileno() (the ring's
- * descriptor), calls sleep() before it waits, woke() when that polled
- * readable, and rest() when none of its tasks waits any more.  Every method runs with the GIL held and never
- * blocks.  The object keeps a list of its sleepers, so that close() rests
- * those a loop left behind (a loop in another thread that did not answer
- * in time) before the page goes: a request left in flight on an unmapped
- * page would still swallow a wake-up meant for another process.
+ * neither the bell nor a ring here).  The loop watches the sleeper's
+ * fileno() (the helper's door, or the ring's descriptor), calls sleep()
+ * before it waits, woke() when that polled readable, and rest() when none
+ * of its tasks waits any more; `rechecks` says whether it must also look
+ * at the count every RECHECK seconds (through a ring only).  Every method
+ * runs with the GIL held and never blocks, but close(), which waits for
+ * the helper to leave -- with the GIL released, and the helper leaves at
+ * once: its sleeps include the doorbell close() rings.  The object keeps a
+ * list of its sleepers, so that close() ends those a loop left behind (a
+ * loop in another thread that did not answer in time) before the page
+ * goes: a helper or a request left on an unmapped page would still
+ * swallow a wake-up meant for another process.  EFD_LOOP_SLEEP=ring in the
+ * environment makes every loop sleep through a ring.
  */
 #include "efd_module.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 
 struct efd_loopobj {
     PyObject_HEAD
     efd_loopsleep ls;
+    /* The loop's helper thread (efd_futex.c, "A loop's helper"); NULL: the
+     * loop sleeps through the ring `ls` instead. */
+    efd_helper *helper;
+    int helped;                 /* made with a helper (kind) */
     eventfd_object *ev;         /* strong; NULL once closed */
     uint64_t epoch;             /* the process that made it */
     struct efd_loopobj *next, **pprev;   /* the object's list */
@@ -49,6 +67,85 @@ unlink_loop(loop_object *self)
     }
 }
 
+/* ---- the helper's life ----------------------------------------------- */
+
+/* EFD_LOOP_SLEEP=ring in the environment: loops sleep through a ring even
+ * where a helper could sleep for them (to compare the two, and to test
+ * the ring). */
+static int
+ring_wanted(void)
+{
+    const char *v = getenv("EFD_LOOP_SLEEP");
+    return v != NULL && strcmp(v, "ring") == 0;
+}
+
+/* The loop's doorbell to its helper: after every change of `want`,
+ * `answered` or `stop`. */
+static void
+helper_ring(efd_helper *h)
+{
+    atomic_fetch_add(&h->cmd, 1);
+    (void)syscall(SYS_futex, (uint32_t *)&h->cmd, FUTEX_WAKE_PRIVATE, 1,
+                  NULL, NULL, 0);
+}
+
+/* A helper for a loop on `ev`, idle until the loop sleeps; NULL if none
+ * can be made (no descriptor, no thread: the ring, or the old way). */
+static efd_helper *
+helper_start(eventfd_object *ev)
+{
+    efd_helper *h = calloc(1, sizeof(*h));
+    pthread_attr_t attr;
+    sigset_t all, old;
+    size_t stack = 64 * 1024;
+    int err;
+    if (h == NULL)
+        return NULL;
+    h->impl = &ev->impl;
+    if (efd_chan_open(&h->door, &h->door_w, ev->impl.chan_eventfd, 1) != 0) {
+        free(h);
+        return NULL;
+    }
+    /* A small stack (it runs C only), and no signals: they are the
+     * interpreter's to handle, in its own threads. */
+    if (pthread_attr_init(&attr) != 0) {
+        efd_chan_close(&h->door, &h->door_w);
+        free(h);
+        return NULL;
+    }
+    if (stack < (size_t)PTHREAD_STACK_MIN)
+        stack = (size_t)PTHREAD_STACK_MIN;
+    (void)pthread_attr_setstacksize(&attr, stack);
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    err = pthread_create(&h->tid, &attr, efd_fx_helper_main, h);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    if (err != 0) {
+        efd_chan_close(&h->door, &h->door_w);
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+/* Stop the helper and wait for it (it leaves at once: its sleeps include
+ * its doorbell), in the process that made it; a fork child has no such
+ * thread and only closes its copies of the door. */
+static void
+helper_stop(efd_helper *h, int ours)
+{
+    if (ours) {
+        atomic_store(&h->stop, 1);
+        helper_ring(h);
+        Py_BEGIN_ALLOW_THREADS
+        pthread_join(h->tid, NULL);
+        Py_END_ALLOW_THREADS
+    }
+    efd_chan_close(&h->door, &h->door_w);
+    free(h);
+}
+
 /* Rest and let go of the ring: in the process that made it only (a fork
  * child shares its parent's ring and must not cancel the parent's
  * requests; it closes its copy of the descriptor). */
@@ -56,7 +153,13 @@ static void
 finish(loop_object *self, int pass_on)
 {
     eventfd_object *ev = self->ev;
-    if (ev != NULL && self->epoch == efd_process_epoch()) {
+    if (self->helper != NULL) {
+        /* The helper passes on a wake-up it holds as it leaves. */
+        efd_helper *h = self->helper;
+        self->helper = NULL;
+        helper_stop(h, self->epoch == efd_process_epoch());
+    }
+    else if (ev != NULL && self->epoch == efd_process_epoch()) {
         efd_fx_loop_rest(&ev->impl, &self->ls, pass_on);
         if (!ev->closed && !self->ls.failed && self->ls.ring.fd >= 0
                 && ev->spare_ring.fd < 0) {
@@ -94,17 +197,31 @@ efd_loop_sleeper_new(eventfd_object *ev)
 {
     efd_state *st = ev->state;
     loop_object *self;
+    /* A helper where this process rings the bell for the object; else a
+     * ring where the kernel has one; else nothing (the old way). */
+    int helper = ev->impl.bell && !ring_wanted();
     if (ev->impl.ops != &efd_backend_futex || ev->impl.cnt == NULL
-            || efd_loop_ring_probe(st) != 0)
+            || (!helper && efd_loop_ring_probe(st) != 0))
         Py_RETURN_NONE;
     self = PyObject_New(loop_object, st->LoopSleeper_type);
     if (self == NULL)
         return NULL;
     memset(&self->ls, 0, sizeof(self->ls));
+    self->ls.ring.fd = -1;
+    self->helper = NULL;
+    self->helped = 0;
     self->ev = NULL;
     self->next = NULL;
     self->pprev = NULL;
     self->epoch = efd_process_epoch();
+    if (helper && (self->helper = helper_start(ev)) != NULL) {
+        self->helped = 1;
+        goto made;
+    }
+    if (efd_loop_ring_probe(st) != 0) {
+        Py_DECREF(self);
+        Py_RETURN_NONE;
+    }
     if (ev->spare_ring.fd >= 0 && ev->spare_ring_epoch != self->epoch)
         efd_ring_close(&ev->spare_ring);    /* the parent's */
     if (ev->spare_ring.fd >= 0) {
@@ -121,6 +238,7 @@ efd_loop_sleeper_new(eventfd_object *ev)
         Py_DECREF(self);
         Py_RETURN_NONE;
     }
+made:
     Py_INCREF(ev);
     self->ev = ev;
     self->next = ev->loops;
@@ -138,7 +256,7 @@ check_open(loop_object *self)
         PyErr_SetString(PyExc_ValueError, "I/O operation on closed EventFD");
         return -1;
     }
-    if (self->ls.ring.fd < 0) {
+    if (self->helper == NULL && self->ls.ring.fd < 0) {
         /* Closed after a failure (a cancel io_uring refused): the loop
          * waits the old way from now on. */
         errno = EBADF;
@@ -159,7 +277,31 @@ loop_fileno(loop_object *self, PyObject *Py_UNUSED(ignored))
 {
     if (check_open(self) < 0)
         return NULL;
-    return PyLong_FromLong(self->ls.ring.fd);
+    return PyLong_FromLong(self->helper != NULL ? self->helper->door
+                                                : self->ls.ring.fd);
+}
+
+/* sleep() with a helper: want units, and answer the calls woke() saw. */
+static PyObject *
+helper_sleep(loop_object *self)
+{
+    efd_helper *h = self->helper;
+    int changed = 0, err = atomic_load(&h->failed);
+    if (err) {
+        errno = err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    if (!atomic_load(&h->want)) {
+        atomic_store(&h->want, 1);
+        changed = 1;
+    }
+    if ((int32_t)(h->seen_calls - atomic_load(&h->answered)) > 0) {
+        atomic_store(&h->answered, h->seen_calls);
+        changed = 1;
+    }
+    if (changed)
+        helper_ring(h);
+    return PyBool_FromLong(atomic_load(&self->ev->impl.cnt->count) > 0);
 }
 
 static PyObject *
@@ -168,6 +310,8 @@ loop_sleep(loop_object *self, PyObject *Py_UNUSED(ignored))
     int ready = 0, err;
     if (check_open(self) < 0)
         return NULL;
+    if (self->helper != NULL)
+        return helper_sleep(self);
     err = efd_fx_loop_sleep(&self->ev->impl, &self->ls, &ready);
     if (err) {
         errno = err;
@@ -181,12 +325,34 @@ loop_woke(loop_object *self, PyObject *Py_UNUSED(ignored))
 {
     if (check_open(self) < 0)
         return NULL;
+    if (self->helper != NULL) {
+        /* The calls read here are the ones the next sleep() or rest()
+         * answers: read after the door, so that none is answered before
+         * the loop looked for it. */
+        efd_helper *h = self->helper;
+        uint32_t before = h->seen_calls;
+        efd_chan_drain(h->door);
+        h->seen_calls = atomic_load(&h->calls);
+        return PyLong_FromLong(h->seen_calls != before
+                               || atomic_load(&h->failed) != 0);
+    }
     return PyLong_FromLong(efd_fx_loop_woke(&self->ev->impl, &self->ls));
 }
 
 static PyObject *
 loop_rest(loop_object *self, PyObject *Py_UNUSED(ignored))
 {
+    if (self->helper != NULL) {
+        /* Nobody waits: every call is answered with "not taking", and the
+         * helper passes on a wake-up it holds. */
+        efd_helper *h = self->helper;
+        if (self->epoch == efd_process_epoch()) {
+            atomic_store(&h->want, 0);
+            atomic_store(&h->answered, atomic_load(&h->calls));
+            helper_ring(h);
+        }
+        Py_RETURN_NONE;
+    }
     if (self->ev != NULL && !self->ev->closed && self->ls.ring.fd >= 0
             && self->epoch == efd_process_epoch())
         efd_fx_loop_rest(&self->ev->impl, &self->ls, 1);
@@ -203,7 +369,23 @@ loop_close(loop_object *self, PyObject *Py_UNUSED(ignored))
 static PyObject *
 loop_get_asleep(loop_object *self, void *Py_UNUSED(c))
 {
+    if (self->helper != NULL)
+        return PyBool_FromLong(atomic_load(&self->helper->asleep));
     return PyBool_FromLong(self->ls.out != 0);
+}
+
+static PyObject *
+loop_get_rechecks(loop_object *self, void *Py_UNUSED(c))
+{
+    /* A ring's sleep needs the loop's re-check; a helper re-checks for
+     * itself where it must, and calls the loop if units turned up. */
+    return PyBool_FromLong(!self->helped);
+}
+
+static PyObject *
+loop_get_kind(loop_object *self, void *Py_UNUSED(c))
+{
+    return PyUnicode_FromString(self->helped ? "helper" : "ring");
 }
 
 static void
@@ -244,6 +426,11 @@ static PyMethodDef loop_methods[] = {
 static PyGetSetDef loop_getset[] = {
     {"asleep", (getter)loop_get_asleep, NULL,
      "Whether a sleep is in flight.", NULL},
+    {"rechecks", (getter)loop_get_rechecks, NULL,
+     "Whether the loop must look at the count every RECHECK seconds.",
+     NULL},
+    {"kind", (getter)loop_get_kind, NULL,
+     "'helper' (a thread of efd's sleeps for the loop) or 'ring'.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -1,38 +1,88 @@
-"""Event loops sleeping on a futex object through a ring (src/efd_ring.c,
-efd_futex.c "An event loop's sleep").
+"""Event loops sleeping on a futex object's word (src/efd_loop.c): through
+a helper thread of efd's (efd_futex.c, "A loop's helper") where the death
+bell works, else through a ring (src/efd_ring.c, "An event loop's sleep").
 
 A loop that waits on a ``futex`` object sleeps on the readers' futex word
-itself, through an io_uring FUTEX_WAIT, so that a release wakes one
-sleeper -- thread or loop -- however many loops wait.  What must hold:
+itself, so that a release wakes one sleeper -- thread or loop -- however
+many loops wait.  Both ways are tested (the ``mode`` fixture sets
+EFD_LOOP_SLEEP=ring for the ring).  What must hold:
 
-* the record watches the sleeper's ring, not ``fileno()`` (which would
-  make every release keep the readiness descriptor in step);
+* the record watches the sleeper's descriptor (the helper's door, the
+  ring), not ``fileno()`` (which would make every release keep the
+  readiness descriptor in step);
 * a loop chosen by a release and killed before it took the unit does not
   lose it: not for other loops, and not for a thread that sleeps in
-  ``acquire()`` with the death bell (no re-check of its own) -- a process
-  whose loops sleep this way has every waiter of the object re-check;
+  ``acquire()`` with the death bell (no re-check of its own) -- the
+  helper's sleep rings the bell; a process whose loops sleep through a
+  ring has every waiter of the object re-check;
+* a helper's loop does not re-check: idle, it wakes nobody;
 * close() while a loop of another thread sleeps leaves no wait in flight
   (a later release in another process still reaches its waiters);
 * where io_uring is refused (from the start, or after the ring was made)
-  loops wait on ``fileno()`` instead, losing nothing;
+  loops on a ring wait on ``fileno()`` instead, losing nothing;
 * uvloop loops and trio runs are woken one per unit too, and a
-  subinterpreter's loop sleeps on a ring of its own.
+  subinterpreter's loop sleeps on a sleeper of its own.
 
 Every wait here is bounded; the children run under the conftest watchdog.
 """
 import json
+import textwrap
 
 import pytest
 
 import efd
 from efd import _efd
 
+_PROBE = _efd._probe()
+#: Which ways loops can sleep here: a helper needs the death bell, a ring
+#: the kernel's io_uring futex operations.
+AVAILABLE = {"helper": bool(_PROBE["death_bell"]),
+             "ring": bool(_PROBE["loop_ring"])}
+
 pytestmark = pytest.mark.skipif(
-    not _efd._probe()["loop_ring"],
+    not any(AVAILABLE.values()),
     reason="loops cannot sleep on futex words here (python -m efd says why)")
 
 
-def test_loop_watches_the_ring_not_fileno(run_py):
+@pytest.fixture(params=["helper", "ring"])
+def mode(request, monkeypatch):
+    """How loops sleep in this test and its children."""
+    if not AVAILABLE[request.param]:
+        pytest.skip("no %s sleep here (python -m efd)" % request.param)
+    if request.param == "ring":
+        monkeypatch.setenv("EFD_LOOP_SLEEP", "ring")
+    else:
+        monkeypatch.delenv("EFD_LOOP_SLEEP", raising=False)
+    return request.param
+
+
+@pytest.fixture
+def ring(monkeypatch):
+    """For the tests of the ring's own failures: loops sleep through it."""
+    if not AVAILABLE["ring"]:
+        pytest.skip("no ring sleep here (python -m efd)")
+    monkeypatch.setenv("EFD_LOOP_SLEEP", "ring")
+
+
+#: For the children: wait until `ev`'s record in the running loop sleeps
+#: through its sleeper (a helper goes to sleep in its own thread, a moment
+#: after the loop asked it to); the record.
+UNTIL_ASLEEP = r"""
+async def until_asleep(ev):
+    import asyncio
+    from efd import _aio
+    loop = asyncio.get_running_loop()
+    for _ in range(20000):
+        rec = _aio._registry.get((ev, loop))
+        if (rec is not None and rec.reading and rec.ring
+                and rec.sleeper.asleep):
+            return rec
+        await asyncio.sleep(0.001)
+    raise SystemExit("the loop never went to sleep")
+"""
+
+
+def test_loop_watches_the_ring_not_fileno(run_py, mode):
     """One loop waiting: its record is in ring mode and watches the
     sleeper's ring, with a wait in flight; a release reaches it."""
     out = run_py(r"""
@@ -45,11 +95,16 @@ def test_loop_watches_the_ring_not_fileno(run_py):
             for _ in range(1000):
                 await asyncio.sleep(0.001)
                 rec = _aio._registry.get((ev, asyncio.get_running_loop()))
-                if rec is not None and rec.reading:
+                # (A helper goes to sleep in its own thread, a moment
+                # after the loop asked it to.)
+                if rec is not None and rec.reading and rec.sleeper.asleep:
                     break
             info = {"ring": rec.ring,
                     "fd_is_ring": rec.fd == rec.sleeper.fileno(),
-                    "asleep": rec.sleeper.asleep}
+                    "asleep": rec.sleeper.asleep,
+                    "kind": rec.sleeper.kind,
+                    "rechecks": rec.sleeper.rechecks,
+                    "timer": rec.recheck is not None}
             ev.release()
             info["got"] = await task
             info["left"] = ev._peek()
@@ -60,8 +115,58 @@ def test_loop_watches_the_ring_not_fileno(run_py):
     """, timeout=30)
     res = json.loads(out.stdout.split("\n")[-2])
     assert res["ring"] is True and res["asleep"] is True, res
-    assert res["fd_is_ring"] is True, res
+    assert res["fd_is_ring"] is True and res["kind"] == mode, res
+    # A helper sleeps with the death bell: its loop keeps no re-check.
+    assert res["rechecks"] is (mode == "ring"), res
+    assert res["timer"] is (mode == "ring"), res
     assert res["got"] == 1 and res["left"] == 0, res
+
+
+def test_an_idle_loop_makes_no_wake_ups(run_py, mode):
+    """A loop waits on a futex object and nothing is released for a
+    second: with a helper, neither the loop's thread nor the helper wakes
+    (the helper sleeps with the death bell); through a ring the loop looks
+    every 100 ms."""
+    out = run_py(UNTIL_ASLEEP + textwrap.dedent(r"""
+        import asyncio, json, os, time
+        import efd
+        from efd import _aio
+
+        def switches():
+            # Voluntary context switches of every thread of this process.
+            total = 0
+            for tid in os.listdir("/proc/self/task"):
+                with open("/proc/self/task/%s/status" % tid) as f:
+                    for line in f:
+                        if line.startswith("voluntary_ctxt_switches:"):
+                            total += int(line.split()[1])
+            return total
+
+        async def main():
+            ev = efd.EventFD(0, semaphore=True, backend="futex")
+            task = asyncio.ensure_future(ev.acquire_async(timeout=30))
+            rec = await until_asleep(ev)
+            kind = rec.sleeper.kind
+            await asyncio.sleep(0.05)       # settled
+            before, t0 = switches(), time.monotonic()
+            # The loop sleeps in its selector meanwhile: only a wake-up
+            # that efd causes ends the sleep early.
+            await asyncio.sleep(1.0)
+            woke = switches() - before
+            ev.release()
+            got = await task
+            ev.close()
+            return {"woke": woke, "got": got, "kind": kind}
+
+        print(json.dumps(asyncio.run(main())))
+    """), timeout=60)
+    res = json.loads(out.stdout.split("\n")[-2])
+    assert res["got"] is True and res["kind"] == mode, res
+    if mode == "helper":
+        # The one sleep of the loop's own asyncio.sleep() ends it.
+        assert res["woke"] <= 2, res
+    else:
+        assert res["woke"] >= 5, res
 
 
 KILLED_CHOSEN_WITH_A_THREAD = r"""
@@ -96,6 +201,9 @@ def thread_child():
     os.write(rep_w, b"T")
     got = ev.acquire(timeout=30)
     os.write(rep_w, b"G" if got else b"n")
+    # The exit status: how often it looked again on its own (0 if only
+    # the bell and releases woke it).
+    sys.exit(min(ev._wakeups()[1], 100))
 
 
 def read_one(limit):
@@ -127,21 +235,26 @@ print(json.dumps({"word": word.decode(), "delay": delay,
 """
 
 
-def test_loop_killed_while_chosen_a_thread_gets_the_unit(run_py):
+def test_loop_killed_while_chosen_a_thread_gets_the_unit(run_py, mode):
     """A loop in one process sleeps first (so a release chooses it), a
     thread of another process sleeps in acquire() after it; the loop is
     stopped, the unit released, the loop killed: the thread gets the unit
-    (its process re-checks since a loop sleeps on the object), within a
-    few re-checks."""
+    -- woken by the bell its helper armed, or, on a ring, by its own
+    re-check (a process whose loops sleep through a ring makes every
+    waiter re-check)."""
     out = run_py(KILLED_CHOSEN_WITH_A_THREAD, timeout=60)
     res = json.loads(out.stdout.split("\n")[-2])
     assert res["word"] == "G", res
-    assert res["loop"] == -9 and res["thread"] == 0, res
+    assert res["loop"] == -9, res
+    if mode == "helper":
+        # The helper's sleep rang the bell: the thread, asleep with no
+        # limit, never looked on its own.
+        assert res["thread"] == 0, res
     assert res["left"] == 0, res
     assert res["delay"] < 5, res
 
 
-def test_close_rests_a_sleeping_loop_of_another_thread():
+def test_close_rests_a_sleeping_loop_of_another_thread(mode):
     """close() from another thread while a loop sleeps on the ring: the
     wait is cancelled at once (no request stays on the futex word), the
     loop's task fails with ValueError, and a unit released afterwards by
@@ -258,7 +371,7 @@ print(json.dumps(info))
 """
 
 
-def test_io_uring_refused_loops_wait_on_the_descriptor(run_py):
+def test_io_uring_refused_loops_wait_on_the_descriptor(run_py, ring):
     """Under a profile that refuses io_uring (EPERM, as Docker's default
     does), the probe says so and a loop on a futex object waits on
     fileno(), getting a release from another thread."""
@@ -334,7 +447,7 @@ print(json.dumps(info))
 """
 
 
-def test_io_uring_refused_mid_wait_the_loop_falls_back(run_py):
+def test_io_uring_refused_mid_wait_the_loop_falls_back(run_py, ring):
     """A ring that worked is refused later (a filter installed after the
     probe: a sandboxing library, a fork child's profile): the loop's next
     sleep cannot be submitted, and it goes on waiting on fileno() with no
@@ -366,15 +479,12 @@ r, w = os.pipe()
 g_r, g_w = os.pipe()
 
 
+%(until_asleep)s
+
 def loop_proc():
     async def main():
-        loop = asyncio.get_running_loop()
         task = asyncio.ensure_future(ev.acquire_async(timeout=60))
-        while True:
-            rec = _aio._registry.get((ev, loop))
-            if rec is not None and rec.ring and rec.sleeper.asleep:
-                break
-            await asyncio.sleep(0.001)
+        await until_asleep(ev)
         # A fork child now holds a copy of the ring's descriptor: closing
         # ours will not tear the ring down.
         g = os.fork()
@@ -440,7 +550,7 @@ finally:
 """
 
 
-def test_a_refused_cancel_leaves_no_wait_on_the_word(run_py):
+def test_a_refused_cancel_leaves_no_wait_on_the_word(run_py, ring):
     """A loop asleep on the ring; its process forks (the child holds a
     copy of the ring), then gets io_uring refused, and the loop's task is
     cancelled and the object closed: the cancel cannot be submitted and
@@ -450,14 +560,14 @@ def test_a_refused_cancel_leaves_no_wait_on_the_word(run_py):
     _needs_seccomp()
     import os
     tests = os.path.dirname(os.path.abspath(__file__))
-    out = run_py(_REFUSED_WITH_A_COPY_OF_THE_RING % {"tests": tests},
-                 timeout=90)
+    out = run_py(_REFUSED_WITH_A_COPY_OF_THE_RING
+                 % {"tests": tests, "until_asleep": UNTIL_ASLEEP}, timeout=90)
     res = json.loads(out.stdout.split("\n")[-2])
     assert res["word"] == "G" and res["left"] == 0, res
     assert res["delay"] < 3, res
 
 
-def test_a_sleeper_whose_ring_is_gone_says_so_and_the_object_lives(run_py):
+def test_a_sleeper_whose_ring_is_gone_says_so_and_the_object_lives(run_py, ring):
     """After a cancel io_uring refused, the sleeper's ring is closed: its
     fileno() raises OSError (EBADF), not the closed object's ValueError,
     and the object's next loop wait goes the old way and is served."""
@@ -602,7 +712,7 @@ def child(i):
 """
 
 
-def test_uvloop_loops_are_woken_one_per_unit(run_py):
+def test_uvloop_loops_are_woken_one_per_unit(run_py, mode):
     """Four processes' uvloop loops wait on one futex object; eight units
     released one at a time reach them one wake-up each (a herd would run
     every loop's reader: 32 runs), and none is lost."""
@@ -670,7 +780,7 @@ def child(i):
 """
 
 
-def test_trio_runs_are_woken_one_per_unit(run_py):
+def test_trio_runs_are_woken_one_per_unit(run_py, mode):
     """Four processes' trio.run wait on one futex object: their consumer
     sleeps on the futex word through a ring, so eight units released one
     at a time wake one run each (the readiness descriptor would wake all
@@ -681,7 +791,7 @@ def test_trio_runs_are_woken_one_per_unit(run_py):
 
 # ---- interpreters (CPython 3.14+) --------------------------------------------
 
-def test_a_subinterpreters_loop_sleeps_on_the_ring(run_py):
+def test_a_subinterpreters_loop_sleeps_on_the_ring(run_py, mode):
     """A loop in another interpreter of the process waits on the object
     (passed through a queue): it sleeps on the futex word through a ring
     of that interpreter's own, and a release from the main interpreter's
