@@ -149,15 +149,35 @@ helper_stop(efd_helper *h, int ours)
 /* Rest and let go of the ring: in the process that made it only (a fork
  * child shares its parent's ring and must not cancel the parent's
  * requests; it closes its copy of the descriptor). */
+/* Nobody of the loop waits: every call is answered with "not taking",
+ * and the helper passes on a wake-up it holds, and idles. */
+static void
+helper_rest(efd_helper *h)
+{
+    atomic_store(&h->want, 0);
+    atomic_store(&h->answered, atomic_load(&h->calls));
+    helper_ring(h);
+}
+
 static void
 finish(loop_object *self, int pass_on)
 {
     eventfd_object *ev = self->ev;
+    /* Off the object's list first: stopping a helper lets go of the GIL,
+     * and nobody may find this sleeper meanwhile. */
+    unlink_loop(self);
     if (self->helper != NULL) {
-        /* The helper passes on a wake-up it holds as it leaves. */
         efd_helper *h = self->helper;
+        int ours = self->epoch == efd_process_epoch();
         self->helper = NULL;
-        helper_stop(h, self->epoch == efd_process_epoch());
+        if (ours && ev != NULL && !ev->closed && ev->spare_helper == NULL) {
+            /* Kept, idle, for the object's next loop sleeper. */
+            helper_rest(h);
+            ev->spare_helper = h;
+            ev->spare_helper_epoch = self->epoch;
+        }
+        else
+            helper_stop(h, ours);   /* it passes on what it holds */
     }
     else if (ev != NULL && self->epoch == efd_process_epoch()) {
         efd_fx_loop_rest(&ev->impl, &self->ls, pass_on);
@@ -177,15 +197,24 @@ finish(loop_object *self, int pass_on)
          * unmapping this process's copy is all efd_ring_close() does. */
         efd_ring_close(&self->ls.ring);
     }
-    unlink_loop(self);
     Py_CLEAR(self->ev);
 }
 
 void
 efd_loops_close(eventfd_object *ev)
 {
-    while (ev->loops != NULL)
-        finish(ev->loops, 1);
+    while (ev->loops != NULL) {
+        /* Kept alive while its helper is stopped (the GIL is let go). */
+        loop_object *l = ev->loops;
+        Py_INCREF(l);
+        finish(l, 1);
+        Py_DECREF(l);
+    }
+    if (ev->spare_helper != NULL) {
+        efd_helper *h = ev->spare_helper;
+        ev->spare_helper = NULL;
+        helper_stop(h, ev->spare_helper_epoch == efd_process_epoch());
+    }
     if (ev->spare_ring.fd >= 0) {
         /* In a fork child, the mappings are this process's copies. */
         efd_ring_close(&ev->spare_ring);
@@ -214,7 +243,24 @@ efd_loop_sleeper_new(eventfd_object *ev)
     self->next = NULL;
     self->pprev = NULL;
     self->epoch = efd_process_epoch();
-    if (helper && (self->helper = helper_start(ev)) != NULL) {
+    if (ev->spare_helper != NULL
+            && ev->spare_helper_epoch != self->epoch) {
+        efd_helper *h = ev->spare_helper;     /* the parent's */
+        ev->spare_helper = NULL;
+        helper_stop(h, 0);
+    }
+    if (helper && ev->spare_helper != NULL) {
+        /* The last sleeper's helper, idle: its calls are all answered. */
+        efd_helper *h = ev->spare_helper;
+        ev->spare_helper = NULL;
+        efd_chan_drain(h->door);
+        h->seen_calls = atomic_load(&h->calls);
+        atomic_store(&h->answered, h->seen_calls);
+        self->helper = h;
+    }
+    else if (helper)
+        self->helper = helper_start(ev);
+    if (self->helper != NULL) {
         self->helped = 1;
         goto made;
     }
@@ -345,12 +391,8 @@ loop_rest(loop_object *self, PyObject *Py_UNUSED(ignored))
     if (self->helper != NULL) {
         /* Nobody waits: every call is answered with "not taking", and the
          * helper passes on a wake-up it holds. */
-        efd_helper *h = self->helper;
-        if (self->epoch == efd_process_epoch()) {
-            atomic_store(&h->want, 0);
-            atomic_store(&h->answered, atomic_load(&h->calls));
-            helper_ring(h);
-        }
+        if (self->epoch == efd_process_epoch())
+            helper_rest(self->helper);
         Py_RETURN_NONE;
     }
     if (self->ev != NULL && !self->ev->closed && self->ls.ring.fd >= 0

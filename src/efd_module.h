@@ -127,6 +127,10 @@ typedef struct {
     struct efd_loopobj *loops;
     efd_ring spare_ring;    /* a rested loop's ring, kept for the next */
     uint64_t spare_ring_epoch;
+    /* A rested loop's helper, idle, kept for the next loop sleeper (a
+     * thread costs more to make than the wait it serves); its process. */
+    struct efd_helper *spare_helper;
+    uint64_t spare_helper_epoch;
 #if PY_VERSION_HEX < 0x03090000
     PyObject *module;  /* 3.8: keeps the state impl.proc points into alive */
 #endif
