@@ -913,11 +913,18 @@ efd_fx_loop_rest(efd_impl *impl, efd_loopsleep *ls, int pass_on)
  * every signal (efd_loop.c makes it so). */
 
 #ifndef EFD_EXPLORE
-static void
-helper_wait(_Atomic uint32_t *word, uint32_t val)
+/* Sleep on the helper's doorbell word; ms < 0: no limit.  0, or ETIMEDOUT
+ * once ms passed. */
+static int
+helper_wait(_Atomic uint32_t *word, uint32_t val, int ms)
 {
-    (void)syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, val,
-                  NULL, NULL, 0);
+    struct timespec ts;
+    ts.tv_sec = ms / 1000;
+    ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+    if (syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, val,
+                ms >= 0 ? &ts : NULL, NULL, 0) < 0 && errno == ETIMEDOUT)
+        return ETIMEDOUT;
+    return 0;
 }
 
 /* Whether the loop still wants the helper to sleep for it. */
@@ -946,8 +953,9 @@ efd_fx_helper_main(void *arg)
 
     while (!atomic_load(&h->stop)) {
         uint32_t t, call;
+        int passed;
         if (!atomic_load(&h->want)) {
-            helper_wait(&h->cmd, seen);         /* idle: nobody waits */
+            helper_wait(&h->cmd, seen, -1);     /* idle: nobody waits */
             seen = atomic_load(&h->cmd);
             continue;
         }
@@ -987,13 +995,23 @@ efd_fx_helper_main(void *arg)
             continue;
         }
         /* Units may be there: call the loop, and owe them until it
-         * answers this call (or stops wanting: see efd_loop.c's rest). */
+         * answers this call (or stops wanting: see efd_loop.c's rest).  A
+         * loop that does not answer within EFD_RECHECK_MS -- busy in a
+         * long callback, or stopped for good with its tasks waiting --
+         * must not hold the units from everyone else: the wake-up goes on
+         * then (once), as SPEC §5 bounds what a waiter that does not come
+         * may cost the others.  The loop may still answer and take. */
         call = atomic_fetch_add(&h->calls, 1) + 1;
         efd_chan_put(h->door, h->door_w);
         EFD_POINT("helper: called");
+        passed = 0;
         while (helper_wanted(h)
                && (int32_t)(atomic_load(&h->answered) - call) < 0) {
-            helper_wait(&h->cmd, seen);
+            if (helper_wait(&h->cmd, seen, passed ? -1 : EFD_RECHECK_MS)
+                    == ETIMEDOUT && !passed) {
+                fx_interrupt(impl, 0);
+                passed = 1;
+            }
             seen = atomic_load(&h->cmd);
         }
         if (helper_wanted(h))

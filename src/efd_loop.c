@@ -170,7 +170,8 @@ finish(loop_object *self, int pass_on)
         efd_helper *h = self->helper;
         int ours = self->epoch == efd_process_epoch();
         self->helper = NULL;
-        if (ours && ev != NULL && !ev->closed && ev->spare_helper == NULL) {
+        if (ours && ev != NULL && !ev->closed && ev->spare_helper == NULL
+                && !atomic_load(&h->failed)) {
             /* Kept, idle, for the object's next loop sleeper. */
             helper_rest(h);
             ev->spare_helper = h;

@@ -169,6 +169,77 @@ def test_an_idle_loop_makes_no_wake_ups(run_py, mode):
         assert res["woke"] >= 5, res
 
 
+_BUSY_LOOP_CHOSEN = r"""
+import asyncio, json, os, select, sys, time
+import multiprocessing as mp
+import efd
+
+ctx = mp.get_context("fork")
+ev = efd.EventFD(0, semaphore=True, backend="futex")
+rep_r, rep_w = os.pipe()
+%(until_asleep)s
+
+def loop_child():
+    # First in the word's line: a release picks this loop -- whose thread
+    # then blocks for 3 s in plain synchronous code.
+    async def main():
+        task = asyncio.ensure_future(ev.acquire_async(timeout=30))
+        await until_asleep(ev)
+        os.write(rep_w, b"L")
+        select.select([rep_r], [], [], 0.3)   # the release comes meanwhile
+        time.sleep(3)                         # the loop does not run
+        got = await task
+        os.write(rep_w, b"X" if got else b"x")
+    asyncio.run(main())
+
+
+def thread_child():
+    os.write(rep_w, b"T")
+    got = ev.acquire(timeout=20)
+    os.write(rep_w, b"G" if got else b"n")
+
+
+def read_one(limit):
+    if not select.select([rep_r], [], [], limit)[0]:
+        raise SystemExit("no word from the children within %%s s" %% limit)
+    return os.read(rep_r, 1)
+
+
+loop_p = ctx.Process(target=loop_child)
+loop_p.start()
+assert read_one(20) == b"L"
+thread_p = ctx.Process(target=thread_child)
+thread_p.start()
+assert read_one(20) == b"T"
+time.sleep(0.1)                     # the thread is asleep in acquire()
+ev.release()
+t0 = time.monotonic()
+word = read_one(20)
+delay = time.monotonic() - t0
+ev.release()                        # for the loop, once it runs again
+last = read_one(20)
+loop_p.join(20)
+thread_p.join(20)
+print(json.dumps({"word": word.decode(), "delay": delay,
+                  "last": last.decode(), "left": ev._peek(),
+                  "codes": [loop_p.exitcode, thread_p.exitcode]}))
+"""
+
+
+def test_a_loop_chosen_while_busy_does_not_hold_the_unit(run_py, mode):
+    """A release chooses a loop whose thread is then busy for 3 s in
+    synchronous code: the unit goes on to a thread of another process
+    sleeping in acquire() -- passed on by the helper after 100 ms, or
+    found by the thread's own re-check on a ring -- not after the 3 s;
+    the loop takes the next unit when it runs again."""
+    out = run_py(_BUSY_LOOP_CHOSEN % {"until_asleep": UNTIL_ASLEEP},
+                 timeout=90)
+    res = json.loads(out.stdout.split("\n")[-2])
+    assert res["word"] == "G" and res["last"] == "X", res
+    assert res["left"] == 0 and res["codes"] == [0, 0], res
+    assert res["delay"] < 2.5, res
+
+
 KILLED_CHOSEN_WITH_A_THREAD = r"""
 import asyncio, json, os, signal, sys, time
 import multiprocessing as mp
