@@ -82,6 +82,28 @@ async def until_asleep(ev):
 """
 
 
+#: For the children: read the children's one-byte words, and start a loop
+#: child (it reports "L" once its loop sleeps) and then a thread child (it
+#: reports "T" before it sleeps in acquire()).
+START_LOOP_THEN_THREAD = r"""
+def read_one(limit):
+    import select
+    if not select.select([rep_r], [], [], limit)[0]:
+        raise SystemExit("no word from the children within %s s" % limit)
+    return os.read(rep_r, 1)
+
+
+def start_loop_then_thread(loop_child, thread_child):
+    loop_p = ctx.Process(target=loop_child)
+    loop_p.start()
+    assert read_one(20) == b"L"
+    thread_p = ctx.Process(target=thread_child)
+    thread_p.start()
+    assert read_one(20) == b"T"
+    return loop_p, thread_p
+"""
+
+
 def test_loop_watches_the_ring_not_fileno(run_py, mode):
     """One loop waiting: its record is in ring mode and watches the
     sleeper's ring, with a wait in flight; a release reaches it."""
@@ -199,18 +221,9 @@ def thread_child():
     os.write(rep_w, b"G" if got else b"n")
 
 
-def read_one(limit):
-    if not select.select([rep_r], [], [], limit)[0]:
-        raise SystemExit("no word from the children within %%s s" %% limit)
-    return os.read(rep_r, 1)
+%(start_both)s
 
-
-loop_p = ctx.Process(target=loop_child)
-loop_p.start()
-assert read_one(20) == b"L"
-thread_p = ctx.Process(target=thread_child)
-thread_p.start()
-assert read_one(20) == b"T"
+loop_p, thread_p = start_loop_then_thread(loop_child, thread_child)
 time.sleep(0.1)                     # the thread is asleep in acquire()
 ev.release()
 t0 = time.monotonic()
@@ -232,7 +245,8 @@ def test_a_loop_chosen_while_busy_does_not_hold_the_unit(run_py, mode):
     sleeping in acquire() -- passed on by the helper after 100 ms, or
     found by the thread's own re-check on a ring -- not after the 3 s;
     the loop takes the next unit when it runs again."""
-    out = run_py(_BUSY_LOOP_CHOSEN % {"until_asleep": UNTIL_ASLEEP},
+    out = run_py(_BUSY_LOOP_CHOSEN % {"until_asleep": UNTIL_ASLEEP,
+                                      "start_both": START_LOOP_THEN_THREAD},
                  timeout=90)
     res = json.loads(out.stdout.split("\n")[-2])
     assert res["word"] == "G" and res["last"] == "X", res
@@ -277,19 +291,9 @@ def thread_child():
     sys.exit(min(ev._wakeups()[1], 100))
 
 
-def read_one(limit):
-    import select
-    if not select.select([rep_r], [], [], limit)[0]:
-        raise SystemExit("no word from the children within %s s" % limit)
-    return os.read(rep_r, 1)
+""" + START_LOOP_THEN_THREAD + r"""
 
-
-loop_p = ctx.Process(target=loop_child)
-loop_p.start()
-assert read_one(20) == b"L"
-thread_p = ctx.Process(target=thread_child)
-thread_p.start()
-assert read_one(20) == b"T"
+loop_p, thread_p = start_loop_then_thread(loop_child, thread_child)
 time.sleep(0.3)                     # the thread is asleep in acquire()
 os.kill(loop_p.pid, signal.SIGSTOP) # chosen, it cannot take the unit
 ev.release()
