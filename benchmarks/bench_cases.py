@@ -1585,14 +1585,16 @@ def _ctxt_switches(pid):
     return total
 
 
-def _idle(kind, backend, seconds):
+def _idle(kind, backend, seconds, env=None):
     """One waiter (a child process) blocked `seconds` on an object nobody
-    releases: its wake-ups per second.  The timed value is the idle window
-    itself; what matters is the 'wake-ups per second' column."""
+    releases: its wake-ups per second (all its threads: a loop's helper
+    included).  The timed value is the idle window itself; what matters is
+    the 'wake-ups per second' column.  `env`: set in the child's
+    environment."""
     def run(n):
         child = subprocess.Popen(
             [sys.executable, "-c", _IDLE_CHILD, kind, backend or "", str(seconds)],
-            stdout=subprocess.PIPE)
+            stdout=subprocess.PIPE, env=dict(os.environ, **(env or {})))
         try:
             if child.stdout.readline() != b"ready\n":
                 raise Skip("the waiter did not start")
@@ -1618,8 +1620,13 @@ def idle_case(cfg):
             ("EventFD", "eventfd-readback", "efd EventFD [eventfd-readback] acquire()"),
             ("EventFD", "pipe", "efd EventFD [pipe] acquire()"),
             ("efd.Semaphore async", None, "efd.Semaphore() acquire_async() (futex)"),
+            ("efd.Semaphore async ring", None,
+             "efd.Semaphore() acquire_async() (futex, EFD_LOOP_SLEEP=ring)"),
             ("EventFD async", "eventfd", "efd EventFD [eventfd] acquire_async()")):
-        impls.append(Impl(label, _idle(kind, backend, seconds), fixed_n=1,
+        env = None
+        if kind.endswith(" ring"):
+            kind, env = kind[:-len(" ring")], {"EFD_LOOP_SLEEP": "ring"}
+        impls.append(Impl(label, _idle(kind, backend, seconds, env), fixed_n=1,
                           available=_efd_available(backend or "futex")))
     impls += [
         Impl("multiprocessing.Semaphore acquire()",
@@ -1636,10 +1643,12 @@ def idle_case(cfg):
                     "process per second while nothing changes (a timed "
                     "acquire with a deadline far beyond the window).  The "
                     "goal is 0.  On the futex backend with its death bell "
-                    "(python -m efd) blocked waiters sleep until the kernel "
-                    "or a release wakes them; elsewhere, and in event loops, "
-                    "they look at the count every 100 ms in case a wake-up "
-                    "was owed by a process that died.",
+                    "(python -m efd) blocked waiters, and event loops through "
+                    "their helper thread, sleep until the kernel or a "
+                    "release wakes them; elsewhere, and for loops sleeping "
+                    "through a ring (EFD_LOOP_SLEEP=ring), they look at the "
+                    "count every 100 ms in case a wake-up was owed by a "
+                    "process that died.",
                 columns=(("wakeups/s", "wake-ups per second", "%.1f"),))
 
 

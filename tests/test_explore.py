@@ -76,6 +76,9 @@ SCENARIOS = [
     "loop-and-thread-vs-give",
     "loop-vs-untimed-thread",
     "loop-two-loops-two-units",
+    # event loops on the futex word through a helper thread (issue 19)
+    "helper-vs-untimed-thread",
+    "helper-two-loops-two-units",
 ]
 
 #: What the explorer found on 0.2.0's protocol, for the record (issue 17).

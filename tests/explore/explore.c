@@ -890,6 +890,47 @@ act_acquire_untimed(ex_actor *a)
     return r;
 }
 
+int
+act_helper_acquire(ex_actor *a)
+{
+    efd_impl *impl = &R.impl;
+    int timeouts = 0, took = 0;
+    a->untimed = 1;                 /* the helper sleeps with no limit */
+    note(a, "> acquire_async (a loop's helper)", NOVAL);
+    for (;;) {
+        uint32_t t = EX_TICKET(impl, EFD_BLOCK_READ);
+        int err = 0;
+        if (atomic_load(&impl->cnt->count) == 0)
+            err = act_block(a, EFD_BLOCK_READ, t, &timeouts);
+        if (err && err != ETIMEDOUT)
+            break;
+        if (atomic_load(&impl->cnt->count) == 0) {
+            act_unblock(a);         /* nothing: sleep again */
+            if (timeouts >= EX_MAX_TIMEOUTS)
+                break;
+            continue;
+        }
+        note(a, "helper: called the loop", NOVAL);
+        EFD_POINT("helper: called, the loop not yet answered");
+        took = act_try_read(a) == 0;                    /* the loop */
+        act_unblock(a);             /* answered */
+        if (took)
+            break;
+        if (timeouts >= EX_MAX_TIMEOUTS)
+            break;
+    }
+    a->untimed = 0;
+    if (!took) {
+        note(a, "> interrupt(0): pass a wake-up on", NOVAL);
+        impl->ops->interrupt(impl, 0);
+        a->gave_up++;
+        note(a, "< acquire_async: gave up", NOVAL);
+        return EAGAIN;
+    }
+    note(a, "< acquire_async: took a unit", NOVAL);
+    return 0;
+}
+
 /* The loop waits in epoll_wait for its ring, with its 100 ms re-check
  * timer: back when a completion is there, or timed out (at quiescence). */
 static void

@@ -73,5 +73,13 @@ int act_watch(ex_actor *a);
  * try_read; again; at the end rest (passing a wake-up on).  Gives up
  * after EX_MAX_TIMEOUTS re-checks with nothing taken. */
 int act_loop_acquire(ex_actor *a);
+/* acquire_async() on a futex object through a loop's helper (efd_futex.c,
+ * "A loop's helper"), its page steps as efd_fx_helper_main() takes them:
+ * loop { ticket; count 0? block(READ, ticket, no limit: the bell);
+ * count 0? unblock, again; else the loop is called and answers: try_read;
+ * unblock }.  The helper and its loop are one actor: they die together.
+ * Gives up after EX_MAX_TIMEOUTS re-checks (where block() looks again by
+ * itself), passing a wake-up on as rest() makes the helper do. */
+int act_helper_acquire(ex_actor *a);
 
 #endif /* EFD_EXPLORE_TEST_H */

@@ -133,6 +133,12 @@ loop_acquire(ex_actor *a)
     (void)act_loop_acquire(a);
 }
 
+static void
+helper_acquire(ex_actor *a)
+{
+    (void)act_helper_acquire(a);
+}
+
 /* ---- the table --------------------------------------------------------- */
 
 const ex_scenario ex_scenarios[] = {
@@ -232,6 +238,18 @@ const ex_scenario ex_scenarios[] = {
       "each, both served",
       &efd_backend_futex, 0, 0, 3, { loop_acquire, loop_acquire, give_two },
       0 },
+    { "helper-vs-untimed-thread",
+      "loops: futex, count 0; A a loop's helper, B an acquire with no "
+      "deadline (both asleep on the bell, no re-check), C release(1): a "
+      "helper killed after the release chose it rings the bell for B",
+      &efd_backend_futex, 0, 0, 3, { helper_acquire, acquire_untimed,
+                                     give_one }, 0 },
+    { "helper-two-loops-two-units",
+      "loops: futex, count 0; A and B loops' helpers, C release(2): one "
+      "wake-up each, both served; a death of either leaves the other its "
+      "unit",
+      &efd_backend_futex, 0, 0, 3, { helper_acquire, helper_acquire,
+                                     give_two }, 0 },
     { "pipe-counter-take-vs-give",
       "counter mode: pipe, count 1; A try_read, B try_write(1), C try_write(1)",
       &efd_backend_pipe, 1, 0, 3, { take_one, give_one, give_one }, 1 },
