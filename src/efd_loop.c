@@ -25,6 +25,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,18 +130,24 @@ helper_start(eventfd_object *ev)
     return h;
 }
 
-/* Stop the helper and wait for it (it leaves at once: its sleeps include
- * its doorbell), in the process that made it; a fork child has no such
- * thread and only closes its copies of the door. */
+/* Stop the helper of an object `ev` and wait for it (it leaves at once:
+ * its sleeps include its doorbell), in the process that made it; a fork
+ * child has no such thread and only closes its copies of the door.  The
+ * GIL is let go meanwhile: `ev` counts the helper as stopping, so that a
+ * close() in another thread waits for it before the page goes. */
 static void
-helper_stop(efd_helper *h, int ours)
+helper_stop(eventfd_object *ev, efd_helper *h, int ours)
 {
     if (ours) {
         atomic_store(&h->stop, 1);
         helper_ring(h);
+        if (ev != NULL)
+            ev->helpers_stopping++;
         Py_BEGIN_ALLOW_THREADS
         pthread_join(h->tid, NULL);
         Py_END_ALLOW_THREADS
+        if (ev != NULL)
+            ev->helpers_stopping--;
     }
     efd_chan_close(&h->door, &h->door_w);
     free(h);
@@ -178,7 +185,7 @@ finish(loop_object *self, int pass_on)
             ev->spare_helper_epoch = self->epoch;
         }
         else
-            helper_stop(h, ours);   /* it passes on what it holds */
+            helper_stop(ev, h, ours);   /* it passes on what it holds */
     }
     else if (ev != NULL && self->epoch == efd_process_epoch()) {
         efd_fx_loop_rest(&ev->impl, &self->ls, pass_on);
@@ -214,7 +221,14 @@ efd_loops_close(eventfd_object *ev)
     if (ev->spare_helper != NULL) {
         efd_helper *h = ev->spare_helper;
         ev->spare_helper = NULL;
-        helper_stop(h, ev->spare_helper_epoch == efd_process_epoch());
+        helper_stop(ev, h, ev->spare_helper_epoch == efd_process_epoch());
+    }
+    /* A helper that another thread's finish() is stopping, the GIL let
+     * go, still uses the page: wait for it (it leaves at once). */
+    while (ev->helpers_stopping > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        (void)poll(NULL, 0, 1);
+        Py_END_ALLOW_THREADS
     }
     if (ev->spare_ring.fd >= 0) {
         /* In a fork child, the mappings are this process's copies. */
@@ -248,7 +262,7 @@ efd_loop_sleeper_new(eventfd_object *ev)
             && ev->spare_helper_epoch != self->epoch) {
         efd_helper *h = ev->spare_helper;     /* the parent's */
         ev->spare_helper = NULL;
-        helper_stop(h, 0);
+        helper_stop(ev, h, 0);
     }
     if (helper && ev->spare_helper != NULL) {
         /* The last sleeper's helper, idle: its calls are all answered. */

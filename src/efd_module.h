@@ -131,6 +131,10 @@ typedef struct {
      * thread costs more to make than the wait it serves); its process. */
     struct efd_helper *spare_helper;
     uint64_t spare_helper_epoch;
+    /* Helpers being stopped right now, the GIL let go meanwhile (by
+     * another thread's finish(), or a close()): close() waits for them
+     * before the page can go. */
+    int helpers_stopping;
 #if PY_VERSION_HEX < 0x03090000
     PyObject *module;  /* 3.8: keeps the state impl.proc points into alive */
 #endif

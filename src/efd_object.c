@@ -139,6 +139,7 @@ alloc_object(PyTypeObject *type, efd_state *st)
     self->spare_ring_epoch = 0;
     self->spare_helper = NULL;
     self->spare_helper_epoch = 0;
+    self->helpers_stopping = 0;
     self->weakreflist = NULL;
 #if PY_VERSION_HEX < 0x03090000
     self->module = PyImport_ImportModule("efd._efd");

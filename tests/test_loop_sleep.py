@@ -32,6 +32,7 @@ import pytest
 
 import efd
 from efd import _efd
+from conftest import full_or
 
 _PROBE = _efd._probe()
 #: Which ways loops can sleep here: a helper needs the death bell, a ring
@@ -398,6 +399,95 @@ def test_close_rests_a_sleeping_loop_of_another_thread(mode):
         loop.close()
         for fd in (r, w, go_r, go_w):
             os.close(fd)
+
+
+#: An LD_PRELOAD shim: after futex_waitv returns, the calling thread naps
+#: SLOW_WAITV_MS: a helper woken from its sleep touches the page late.
+_SLOW_WAITV_C = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <time.h>
+long syscall(long n, ...) {
+    static long (*real)(long, ...);
+    va_list ap; long a[6]; int i, saved, ms;
+    if (!real) real = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
+    va_start(ap, n);
+    for (i = 0; i < 6; i++) a[i] = va_arg(ap, long);
+    va_end(ap);
+    long r = real(n, a[0], a[1], a[2], a[3], a[4], a[5]);
+    if (n == 449) {             /* futex_waitv */
+        struct timespec ts;
+        saved = errno;
+        ms = atoi(getenv("SLOW_WAITV_MS"));
+        ts.tv_sec = ms / 1000;
+        ts.tv_nsec = (ms % 1000) * 1000000L;
+        nanosleep(&ts, NULL);
+        errno = saved;
+    }
+    return r;
+}
+"""
+
+
+def test_close_waits_for_a_helper_another_thread_is_stopping(run_py,
+                                                             tmp_path):
+    """One thread ends a loop sleeper whose helper sleeps on the page (the
+    object's spare slot taken, so the helper is stopped, and that thread
+    lets go of the GIL while it waits for it) while another closes the
+    object: close() waits for that helper before the page goes.  A shim
+    makes the woken helper touch the page 200 ms late, so that the close
+    lands in between (it crashed there; found by the adversary)."""
+    import platform
+    import shutil
+    import subprocess
+    if not AVAILABLE["helper"]:
+        pytest.skip("no helper sleep here (python -m efd)")
+    if platform.machine() not in ("x86_64", "aarch64"):
+        pytest.skip("futex_waitv's number is 449 on x86_64 and aarch64")
+    cc = next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
+    if cc is None:
+        pytest.skip("no C compiler for the shim")
+    src, lib = tmp_path / "slow.c", tmp_path / "slow.so"
+    src.write_text(_SLOW_WAITV_C)
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(lib), str(src),
+                    "-ldl"], check=True, timeout=120)
+    out = run_py(r"""
+        import threading, time
+        import efd
+
+        for it in range(%d):
+            ev = efd.EventFD(0, semaphore=True, backend="futex")
+            s1, s2 = ev._loop_sleeper(), ev._loop_sleeper()
+            assert s1.kind == s2.kind == "helper"
+            s1.close()              # its helper becomes the spare
+            s2.sleep()              # s2's helper sleeps on the page
+            while not s2.asleep:
+                time.sleep(0.0005)
+            time.sleep(0.05)
+            go = threading.Barrier(2)
+
+            def finish():
+                go.wait()
+                s2.close()          # the helper wakes, naps 200 ms
+
+            def close():
+                go.wait()
+                time.sleep(0.05)
+                ev.close()          # meanwhile
+            ts = [threading.Thread(target=finish),
+                  threading.Thread(target=close)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join(30)
+                assert not t.is_alive()
+        print("ok")
+    """ % full_or(3, 10), timeout=120,
+        env={"LD_PRELOAD": str(lib), "SLOW_WAITV_MS": "200"})
+    assert out.stdout.strip().endswith("ok")
 
 
 # ---- io_uring refused (Docker's default seccomp profile) ------------------
