@@ -935,12 +935,14 @@ helper_wanted(efd_helper *h)
 }
 
 /* The helper may have been chosen and the loop will not take: the
- * wake-up goes on, if units are there (as a reader that leaves). */
+ * wake-up goes on, if units are there (as a reader that leaves) -- and
+ * only then is the bell disarmed, so that a death between the two still
+ * rings (efd_wait.c leaves in the same order). */
 static void
 helper_leave(efd_impl *impl)
 {
-    fx_unblock(impl);
     fx_interrupt(impl, 0);
+    fx_unblock(impl);
 }
 
 void *

@@ -78,6 +78,7 @@ SCENARIOS = [
     "loop-two-loops-two-units",
     # event loops on the futex word through a helper thread (issue 19)
     "helper-vs-untimed-thread",
+    "helper-rests-vs-untimed-thread",
     "helper-two-loops-two-units",
 ]
 

@@ -890,6 +890,29 @@ act_acquire_untimed(ex_actor *a)
     return r;
 }
 
+/* A loop's helper chosen by a release whose loop then rests (its task
+ * cancelled): it passes the wake-up on and only then disarms
+ * (helper_leave()).  Returns EAGAIN. */
+int
+act_helper_rests(ex_actor *a)
+{
+    efd_impl *impl = &R.impl;
+    int timeouts = 0;
+    uint32_t t = EX_TICKET(impl, EFD_BLOCK_READ);
+    a->untimed = 1;
+    note(a, "> acquire_async (a loop's helper; the task is cancelled)", NOVAL);
+    if (atomic_load(&impl->cnt->count) == 0)
+        (void)act_block(a, EFD_BLOCK_READ, t, &timeouts);
+    a->untimed = 0;
+    EFD_POINT("helper: the loop rests");
+    note(a, "> interrupt(0): pass a wake-up on", NOVAL);
+    impl->ops->interrupt(impl, 0);
+    act_unblock(a);
+    /* Cancelled, not given up: no waiter any more (gave_up stays 0). */
+    note(a, "< acquire_async: cancelled", NOVAL);
+    return EAGAIN;
+}
+
 int
 act_helper_acquire(ex_actor *a)
 {

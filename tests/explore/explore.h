@@ -81,5 +81,8 @@ int act_loop_acquire(ex_actor *a);
  * Gives up after EX_MAX_TIMEOUTS re-checks (where block() looks again by
  * itself), passing a wake-up on as rest() makes the helper do. */
 int act_helper_acquire(ex_actor *a);
+/* A loop's helper whose loop rests after its sleep (the task cancelled):
+ * pass a wake-up on, then unblock (helper_leave()). */
+int act_helper_rests(ex_actor *a);
 
 #endif /* EFD_EXPLORE_TEST_H */

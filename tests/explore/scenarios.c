@@ -139,6 +139,12 @@ helper_acquire(ex_actor *a)
     (void)act_helper_acquire(a);
 }
 
+static void
+helper_rests(ex_actor *a)
+{
+    (void)act_helper_rests(a);
+}
+
 /* ---- the table --------------------------------------------------------- */
 
 const ex_scenario ex_scenarios[] = {
@@ -243,6 +249,13 @@ const ex_scenario ex_scenarios[] = {
       "deadline (both asleep on the bell, no re-check), C release(1): a "
       "helper killed after the release chose it rings the bell for B",
       &efd_backend_futex, 0, 0, 3, { helper_acquire, acquire_untimed,
+                                     give_one }, 0 },
+    { "helper-rests-vs-untimed-thread",
+      "loops: futex, count 0; A a loop's helper whose task is cancelled "
+      "after its sleep, B an acquire with no deadline, C release(1): A "
+      "passes the wake-up on before it disarms, so a death between the "
+      "two still rings for B",
+      &efd_backend_futex, 0, 0, 3, { helper_rests, acquire_untimed,
                                      give_one }, 0 },
     { "helper-two-loops-two-units",
       "loops: futex, count 0; A and B loops' helpers, C release(2): one "
