@@ -1553,7 +1553,7 @@ elif kind == "posix_ipc":
         sem.unlink()
 else:
     import efd
-    if kind == "efd.Semaphore":
+    if kind.startswith("efd.Semaphore"):
         sem = efd.Semaphore(0, backend=backend)
     else:
         sem = efd.EventFD(0, semaphore=True, backend=backend)
