@@ -64,6 +64,17 @@ async def app(scope, receive, send):
 '''
 
 
+def _gunicorn_version():
+    import gunicorn
+    return tuple(getattr(gunicorn, "version_info", (0,)))
+
+
+#: gunicorn 25 added a control socket served by a thread of the master;
+#: the test's server needs none.
+_NO_CONTROL_SOCKET = (["--no-control-socket"]
+                      if _gunicorn_version() >= (25,) else [])
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -91,10 +102,23 @@ def _wait_for(pred, seconds, what, server=None, log=None):
         if server is not None and server.poll() is not None:
             break                       # the server is gone: say why
         time.sleep(0.05)
-    raise AssertionError("timed out waiting for %s (last error: %r; server "
-                         "exit status: %r)\n--- server output:\n%s"
-                         % (what, last, server and server.poll(),
-                            log.read_text()[-3000:] if log else ""))
+    hung = server is not None and server.poll() is None
+    if hung:
+        # Still running, not answering: have every process of the server
+        # dump its Python threads (faulthandler, PYTHONFAULTHANDLER=1) into
+        # the log before saying so.
+        try:
+            os.killpg(server.pid, signal.SIGABRT)
+            server.wait(5)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pass
+    err = AssertionError("timed out waiting for %s (last error: %r; server "
+                         "%s)\n--- server output:\n%s"
+                         % (what, last, "hung: its threads below" if hung
+                            else "exit status %r" % (server and server.poll()),
+                            log.read_text()[-6000:] if log else ""))
+    err.hung = hung
+    raise err
 
 
 def test_gunicorn_workers_killed_while_holding_the_limit(tmp_path):
@@ -104,6 +128,13 @@ def test_gunicorn_workers_killed_while_holding_the_limit(tmp_path):
     env = dict(os.environ, EFD_TEST_HOLDERS=str(holders))
     # The drop-in's default backend, whatever a CI lane forces elsewhere.
     env.pop("EFD_BACKEND", None)
+    # gunicorn 25 and later open a control socket, by default at one path
+    # per user ($XDG_RUNTIME_DIR or $HOME): two servers at once (CI runs
+    # lanes in parallel) fought over it, and one never answered.  This
+    # server's is its own, and off where gunicorn has the switch.
+    env.pop("XDG_RUNTIME_DIR", None)
+    env["HOME"] = str(tmp_path)
+    env["PYTHONFAULTHANDLER"] = "1"     # see _wait_for()
     log = tmp_path / "server.log"
     for attempt in range(3):
         # A port found free may be taken before gunicorn binds it (other
@@ -115,16 +146,18 @@ def test_gunicorn_workers_killed_while_holding_the_limit(tmp_path):
                 [sys.executable, "-m", "gunicorn", "--preload", "-w", "2",
                  "-k", "uvicorn.workers.UvicornWorker", "--chdir",
                  str(tmp_path), "--bind", "127.0.0.1:%d" % port,
-                 "--graceful-timeout", "2", "--log-level", "warning",
-                 "app:app"],
+                 "--graceful-timeout", "2", "--log-level", "warning"]
+                + _NO_CONTROL_SOCKET + ["app:app"],
                 env=env, start_new_session=True, stdout=out,
                 stderr=subprocess.STDOUT)
         try:
             _wait_for(lambda: _get(port, "/value", 1.0) == "2", 60,
                       "the server to answer", server, log)
             break
-        except AssertionError:
-            if server.poll() is None or attempt == 2:
+        except AssertionError as exc:
+            # Only a server that exited at start goes again (its port was
+            # taken): one that hung is a failure.
+            if exc.hung or server.poll() is None or attempt == 2:
                 _stop(server)
                 raise
     try:
