@@ -103,7 +103,22 @@ def _wait_for(pred, seconds, what, server=None, log=None):
             break                       # the server is gone: say why
         time.sleep(0.05)
     hung = server is not None and server.poll() is None
+    states = ""
     if hung:
+        # Each process of the server's group: its state (T: stopped) and
+        # where it sleeps in the kernel.
+        for pid in os.listdir("/proc"):
+            try:
+                with open("/proc/%s/stat" % pid) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                if int(fields[2]) != server.pid:        # its group
+                    continue
+                with open("/proc/%s/wchan" % pid) as f:
+                    wchan = f.read()
+                states += "pid %s state %s wchan %s\n" % (pid, fields[0],
+                                                           wchan)
+            except (OSError, ValueError, IndexError):
+                pass
         # Still running, not answering: have every process of the server
         # dump its Python threads (faulthandler, PYTHONFAULTHANDLER=1) into
         # the log before saying so.
@@ -113,10 +128,10 @@ def _wait_for(pred, seconds, what, server=None, log=None):
         except (ProcessLookupError, subprocess.TimeoutExpired):
             pass
     err = AssertionError("timed out waiting for %s (last error: %r; server "
-                         "%s)\n--- server output:\n%s"
+                         "%s)\n%s--- server output:\n%s"
                          % (what, last, "hung: its threads below" if hung
                             else "exit status %r" % (server and server.poll()),
-                            log.read_text()[-6000:] if log else ""))
+                            states, log.read_text()[-6000:] if log else ""))
     err.hung = hung
     raise err
 
