@@ -1614,18 +1614,20 @@ def _idle(kind, backend, seconds, env=None):
 def idle_case(cfg):
     seconds = cfg.idle_seconds
     impls = []
-    for kind, backend, label in (
-            ("efd.Semaphore", None, "efd.Semaphore() acquire() (futex)"),
-            ("EventFD", "eventfd", "efd EventFD [eventfd] acquire()"),
-            ("EventFD", "eventfd-readback", "efd EventFD [eventfd-readback] acquire()"),
-            ("EventFD", "pipe", "efd EventFD [pipe] acquire()"),
-            ("efd.Semaphore async", None, "efd.Semaphore() acquire_async() (futex)"),
-            ("efd.Semaphore async ring", None,
-             "efd.Semaphore() acquire_async() (futex, EFD_LOOP_SLEEP=ring)"),
-            ("EventFD async", "eventfd", "efd EventFD [eventfd] acquire_async()")):
-        env = None
-        if kind.endswith(" ring"):
-            kind, env = kind[:-len(" ring")], {"EFD_LOOP_SLEEP": "ring"}
+    ring = {"EFD_LOOP_SLEEP": "ring"}
+    for kind, backend, label, env in (
+            ("efd.Semaphore", None, "efd.Semaphore() acquire() (futex)", None),
+            ("EventFD", "eventfd", "efd EventFD [eventfd] acquire()", None),
+            ("EventFD", "eventfd-readback",
+             "efd EventFD [eventfd-readback] acquire()", None),
+            ("EventFD", "pipe", "efd EventFD [pipe] acquire()", None),
+            ("efd.Semaphore async", None,
+             "efd.Semaphore() acquire_async() (futex)", None),
+            ("efd.Semaphore async", None,
+             "efd.Semaphore() acquire_async() (futex, EFD_LOOP_SLEEP=ring)",
+             ring),
+            ("EventFD async", "eventfd", "efd EventFD [eventfd] acquire_async()",
+             None)):
         impls.append(Impl(label, _idle(kind, backend, seconds, env), fixed_n=1,
                           available=_efd_available(backend or "futex")))
     impls += [

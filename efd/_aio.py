@@ -349,6 +349,15 @@ def _run_elsewhere(schedule: Any, work: Any) -> Optional[threading.Event]:
     return done
 
 
+def _loop_sleeper_of(record: Any) -> Any:
+    """A record's loop sleeper (efd_loop.c), made on first use; None where
+    the object or this process offers none.  (The ``_sleeper`` method of
+    both records.)"""
+    if record.sleeper is None:
+        record.sleeper = record.ev._loop_sleeper() or False
+    return record.sleeper or None
+
+
 class _Waiters:
     """Everything one asyncio loop waits for on one EventFD.
 
@@ -379,7 +388,7 @@ class _Waiters:
         if ev.closed:
             raise ValueError(_CLOSED_MESSAGE)
         # The descriptor the reader watches: the object's fileno(), or a
-        # sleeper's ring (see watch()); asked for when first watched, since
+        # loop sleeper's (see watch()); asked for when first watched, since
         # a futex object's fileno() makes every release keep it in step.
         self.fd = -1
         self.key = (ev, loop)
@@ -395,7 +404,8 @@ class _Waiters:
         self.paused: Any = None
         # A futex object's loop sleeper (efd_loop.c): None until asked
         # for, False where this loop cannot sleep that way.  `ring`: the
-        # reader watches the sleeper's ring now.
+        # reader watches the sleeper's descriptor now (its helper's door,
+        # or its ring).
         self.sleeper: Any = None
         self.ring = False
 
@@ -420,8 +430,9 @@ class _Waiters:
         """Register the reader callback unless it is registered.
 
         On a futex object with only consumers queued, the loop sleeps on
-        the object's futex word through a ring (:meth:`_sleep`): one
-        release wakes one loop of all those waiting.  Otherwise
+        the object's futex word through its loop sleeper -- a helper
+        thread, or a ring (:meth:`_sleep`): one release wakes one loop of
+        all those waiting.  Otherwise
         the reader watches :meth:`efd.EventFD.fileno`; that registration
         is exclusive where the object wakes waiters one at a time and the
         loop allows it, unless watchers wait (an exclusive registration
@@ -466,12 +477,7 @@ class _Waiters:
         if self.exclusive or self.ev.backend in _COUNT_IN_MEMORY:
             self.recheck = self.loop.call_later(RECHECK, self._recheck)
 
-    def _sleeper(self) -> Any:
-        # This record's loop sleeper, made on first use; None where the
-        # object or this process offers none.
-        if self.sleeper is None:
-            self.sleeper = self.ev._loop_sleeper() or False
-        return self.sleeper or None
+    _sleeper = _loop_sleeper_of
 
     def _sleep(self) -> None:
         # Sleep on the futex word (again): units there now are served at
@@ -483,8 +489,9 @@ class _Waiters:
         try:
             ready = self.sleeper.sleep()
         except OSError:
-            # The ring failed (a sandbox that refuses io_uring_enter after
-            # the probe said yes, say): wait the old way from now on.
+            # The sleeper failed (a ring that a sandbox refuses
+            # io_uring_enter after the probe said yes, a helper that lost
+            # the bell): wait the old way from now on.
             self.unwatch()
             self.sleeper.close()
             self.sleeper = False
@@ -594,7 +601,7 @@ class _Waiters:
 
     def _ready(self) -> None:
         # The reader callback: the descriptor polled readable (or, with a
-        # sleeper, the ring: its completions are read first).
+        # sleeper, its descriptor: the sleeper is told first).
         if self.ring:
             try:
                 self.sleeper.woke()
@@ -812,9 +819,9 @@ class _TrioWaiters:
     The tasks queue on a fair :class:`trio.Lock`; the holder alone waits in
     :func:`trio.lowlevel.wait_readable` (trio allows one waiter per
     descriptor), reads for itself and hands the lock to the next task.  On
-    a futex object the holder sleeps on the futex word through the loop
-    sleeper's ring, as an asyncio loop does (:meth:`_ring_wait`): one
-    release wakes one ``trio.run`` of all those waiting.  ``watchers`` maps
+    a futex object the holder sleeps on the futex word through a loop
+    sleeper, as an asyncio loop does (:meth:`_sleeper_wait`): one release
+    wakes one ``trio.run`` of all those waiting.  ``watchers`` maps
     the cancel scope of each :meth:`efd.Event.wait_async` task to whether
     it was notified.
     """
@@ -870,18 +877,14 @@ class _TrioWaiters:
         except trio.ClosedResourceError:
             raise ValueError(_CLOSED_MESSAGE) from None
 
-    def _sleeper(self) -> Any:
-        # As _Waiters._sleeper(): made on first use, None where the object
-        # or this process offers none.
-        if self.sleeper is None:
-            self.sleeper = self.ev._loop_sleeper() or False
-        return self.sleeper or None
+    _sleeper = _loop_sleeper_of
 
-    async def _ring_wait(self) -> None:
-        # Sleep on the futex word through the sleeper's ring until it may
-        # have units (or RECHECK passed: a loop killed while a release had
-        # chosen it rings for nobody, see _Waiters._sleep).  Falls back to
-        # the readiness descriptor for good if the ring fails.
+    async def _sleeper_wait(self) -> None:
+        # Sleep on the futex word through the loop sleeper until it may
+        # have units (or, through a ring, RECHECK passed: a loop killed
+        # while a release had chosen it rings for nobody, see
+        # _Waiters._sleep).  Falls back to the readiness descriptor for
+        # good if the sleeper fails.
         import trio
         sleeper = self.sleeper
         try:
@@ -927,7 +930,7 @@ class _TrioWaiters:
                         return value
                     if self._sleeper() is not None:
                         slept = True
-                        await self._ring_wait()
+                        await self._sleeper_wait()
                     else:
                         await self._wait_readable()
             finally:
@@ -1011,7 +1014,7 @@ class _TrioWaiters:
             try:
                 trio.lowlevel.notify_closing(self.sleeper.fileno())
             except (OSError, RuntimeError, ValueError):
-                pass                    # no ring: nobody waits on it
+                pass                    # gone: nobody waits on it
 
     def fail_soon(self, exc: BaseException) -> Optional[threading.Event]:
         """:meth:`fail`, from any thread (see :meth:`_Waiters.fail_soon`)."""

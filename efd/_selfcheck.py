@@ -118,11 +118,11 @@ def main():
              "wakes them for a process that died owing a wake-up"
              if probe["death_bell"] else
              "no: 'futex' waiters look at the count every 100 ms"))
-    if probe["death_bell"] and os.environ.get("EFD_LOOP_SLEEP") != "ring":
+    if probe["loop_sleep"] == "helper":
         loops = ("yes, through a helper thread: a loop's sleep is a thread "
                  "of efd's asleep on the futex word with the death bell; a "
                  "release wakes one loop, and an idle loop wakes nobody")
-    elif probe["loop_ring"]:
+    elif probe["loop_sleep"] == "ring":
         loops = ("yes, through io_uring: a loop sleeps on the futex word; a "
                  "release wakes one loop (loops, and every waiter of an "
                  "object loops sleep on, look at the count every 100 ms)")

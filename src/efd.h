@@ -391,6 +391,7 @@ int efd_books_settle(efd_impl *impl, int slot, uint64_t *added);
 int efd_books_own_held(efd_impl *impl);
 int efd_books_foreign(efd_impl *impl);
 int efd_books_sweep_due(efd_impl *impl);
+uint64_t efd_books_sweep(efd_impl *impl);
 uint64_t efd_books_held(efd_impl *impl);
 int efd_books_book(efd_impl *impl, uint64_t value);
 void efd_books_close(efd_impl *impl);

@@ -870,3 +870,17 @@ efd_books_settle(efd_impl *impl, int slot, uint64_t *added)
 void efd_books_close(efd_impl *impl) { (void)impl; }
 
 #endif
+
+/* A re-check's look at the books (a blocked thread's, an event loop's, a
+ * loop's helper's): give back the units of holders found dead, if this
+ * process has not looked for them in the last few ms.  How many came
+ * back. */
+uint64_t
+efd_books_sweep(efd_impl *impl)
+{
+    uint64_t added = 0;
+    if (impl->ops->settle == NULL || !efd_books_sweep_due(impl)
+            || impl->ops->settle(impl, -1, &added) != 0)
+        return 0;
+    return added;
+}

@@ -848,6 +848,7 @@ void
 efd_fx_loop_rest(efd_impl *impl, efd_loopsleep *ls, int pass_on)
 {
     struct efd_count *c = impl->cnt;
+    int orphaned = 0;
     if (c == NULL || ls->ring.fd < 0)
         return;
     (void)ls_reap(impl, ls);
@@ -862,25 +863,20 @@ efd_fx_loop_rest(efd_impl *impl, efd_loopsleep *ls, int pass_on)
              * word in time: its teardown is the kernel's deferred work,
              * and none comes while a fork child holds a copy of the
              * descriptor.  Until then the wait would take a release's
-             * wake-up from a live sleeper.  So wake every sleeper: that
-             * ends the orphaned wait too, and the others look again.
-             * This sleeper cannot sleep again. */
+             * wake-up from a live sleeper.  So every sleeper is woken
+             * below: that ends the orphaned wait too, and the others look
+             * again.  This sleeper cannot sleep again. */
             efd_ring_close(&ls->ring);
             ls->failed = EIO;
-            ls->out = 0;
-            if (ls->counted)                                    /* S6 */
-                sleep_leave(&c->sleepers, ls->epoch);
-            ls->counted = 0;
-            fx_interrupt(impl, 1);
-            return;
+            orphaned = 1;
         }
         ls->out = 0;
     }
     if (ls->counted)                                            /* S6 */
         sleep_leave(&c->sleepers, ls->epoch);
     ls->counted = 0;
-    if (pass_on)
-        fx_interrupt(impl, 0);
+    if (pass_on || orphaned)
+        fx_interrupt(impl, orphaned);
 }
 
 /* ---- A loop's helper --------------------------------------------------
@@ -990,10 +986,8 @@ efd_fx_helper_main(void *arg)
             /* Nothing to call the loop for: another took it, a re-check
              * ran out (a process without the bell, a holder elsewhere:
              * give back what dead holders held), the books' bell. */
-            uint64_t added = 0;
             fx_unblock(impl);
-            if (impl->ops->settle != NULL && efd_books_sweep_due(impl))
-                (void)impl->ops->settle(impl, -1, &added);
+            (void)efd_books_sweep(impl);
             continue;
         }
         /* Units may be there: call the loop, and owe them until it

@@ -73,8 +73,8 @@ unlink_loop(loop_object *self)
 /* EFD_LOOP_SLEEP=ring in the environment: loops sleep through a ring even
  * where a helper could sleep for them (to compare the two, and to test
  * the ring). */
-static int
-ring_wanted(void)
+int
+efd_loop_ring_wanted(void)
 {
     const char *v = getenv("EFD_LOOP_SLEEP");
     return v != NULL && strcmp(v, "ring") == 0;
@@ -130,6 +130,15 @@ helper_start(eventfd_object *ev)
     return h;
 }
 
+/* Whether a helper of `ev` is being stopped by a thread of this process
+ * (a fork child inherits the count of its parent's, and none of them). */
+static int
+helpers_stopping(eventfd_object *ev)
+{
+    return ev->helpers_stopping > 0
+           && ev->helpers_stopping_epoch == efd_process_epoch();
+}
+
 /* Stop the helper of an object `ev` and wait for it (it leaves at once:
  * its sleeps include its doorbell), in the process that made it; a fork
  * child has no such thread and only closes its copies of the door.  The
@@ -141,21 +150,20 @@ helper_stop(eventfd_object *ev, efd_helper *h, int ours)
     if (ours) {
         atomic_store(&h->stop, 1);
         helper_ring(h);
-        if (ev != NULL)
-            ev->helpers_stopping++;
+        if (!helpers_stopping(ev)) {
+            ev->helpers_stopping = 0;   /* a fork child's copy: not ours */
+            ev->helpers_stopping_epoch = efd_process_epoch();
+        }
+        ev->helpers_stopping++;
         Py_BEGIN_ALLOW_THREADS
         pthread_join(h->tid, NULL);
         Py_END_ALLOW_THREADS
-        if (ev != NULL)
-            ev->helpers_stopping--;
+        ev->helpers_stopping--;
     }
     efd_chan_close(&h->door, &h->door_w);
     free(h);
 }
 
-/* Rest and let go of the ring: in the process that made it only (a fork
- * child shares its parent's ring and must not cancel the parent's
- * requests; it closes its copy of the descriptor). */
 /* Nobody of the loop waits: every call is answered with "not taking",
  * and the helper passes on a wake-up it holds, and idles. */
 static void
@@ -166,6 +174,10 @@ helper_rest(efd_helper *h)
     helper_ring(h);
 }
 
+/* Rest and let go of the helper (kept idle for the object's next sleeper
+ * where it can be) or of the ring: in the process that made them only (a
+ * fork child has no helper thread, and shares its parent's ring, whose
+ * requests it must not cancel; it closes its copies of the descriptors). */
 static void
 finish(loop_object *self, int pass_on)
 {
@@ -225,7 +237,7 @@ efd_loops_close(eventfd_object *ev)
     }
     /* A helper that another thread's finish() is stopping, the GIL let
      * go, still uses the page: wait for it (it leaves at once). */
-    while (ev->helpers_stopping > 0) {
+    while (helpers_stopping(ev)) {
         Py_BEGIN_ALLOW_THREADS
         (void)poll(NULL, 0, 1);
         Py_END_ALLOW_THREADS
@@ -236,6 +248,44 @@ efd_loops_close(eventfd_object *ev)
     }
 }
 
+/* The object's idle helper, kept by the last sleeper, or a new one; NULL
+ * if none can be had. */
+static efd_helper *
+take_helper(eventfd_object *ev, uint64_t epoch)
+{
+    efd_helper *h = ev->spare_helper;
+    if (h != NULL) {
+        ev->spare_helper = NULL;
+        if (ev->spare_helper_epoch == epoch) {
+            /* Every call of the last sleeper's is answered. */
+            efd_chan_drain(h->door);
+            h->seen_calls = atomic_load(&h->calls);
+            atomic_store(&h->answered, h->seen_calls);
+            return h;
+        }
+        helper_stop(ev, h, 0);              /* the parent's */
+    }
+    return helper_start(ev);
+}
+
+/* The object's rested ring, kept by the last sleeper, or a new one in *r:
+ * 0, or an errno. */
+static int
+take_ring(eventfd_object *ev, efd_ring *r, uint64_t epoch)
+{
+    uint64_t tag;
+    int32_t res;
+    if (ev->spare_ring.fd >= 0 && ev->spare_ring_epoch != epoch)
+        efd_ring_close(&ev->spare_ring);    /* the parent's */
+    if (ev->spare_ring.fd < 0)
+        return efd_ring_open(r);
+    *r = ev->spare_ring;
+    ev->spare_ring.fd = -1;
+    while (efd_ring_next(r, &tag, &res))
+        ;                                   /* the last sleeper's, late */
+    return 0;
+}
+
 PyObject *
 efd_loop_sleeper_new(eventfd_object *ev)
 {
@@ -243,7 +293,7 @@ efd_loop_sleeper_new(eventfd_object *ev)
     loop_object *self;
     /* A helper where this process rings the bell for the object; else a
      * ring where the kernel has one; else nothing (the old way). */
-    int helper = ev->impl.bell && !ring_wanted();
+    int helper = ev->impl.bell && !efd_loop_ring_wanted();
     if (ev->impl.ops != &efd_backend_futex || ev->impl.cnt == NULL
             || (!helper && efd_loop_ring_probe(st) != 0))
         Py_RETURN_NONE;
@@ -253,53 +303,21 @@ efd_loop_sleeper_new(eventfd_object *ev)
     memset(&self->ls, 0, sizeof(self->ls));
     self->ls.ring.fd = -1;
     self->helper = NULL;
-    self->helped = 0;
     self->ev = NULL;
     self->next = NULL;
     self->pprev = NULL;
     self->epoch = efd_process_epoch();
-    if (ev->spare_helper != NULL
-            && ev->spare_helper_epoch != self->epoch) {
-        efd_helper *h = ev->spare_helper;     /* the parent's */
-        ev->spare_helper = NULL;
-        helper_stop(ev, h, 0);
-    }
-    if (helper && ev->spare_helper != NULL) {
-        /* The last sleeper's helper, idle: its calls are all answered. */
-        efd_helper *h = ev->spare_helper;
-        ev->spare_helper = NULL;
-        efd_chan_drain(h->door);
-        h->seen_calls = atomic_load(&h->calls);
-        atomic_store(&h->answered, h->seen_calls);
-        self->helper = h;
-    }
-    else if (helper)
-        self->helper = helper_start(ev);
-    if (self->helper != NULL) {
-        self->helped = 1;
-        goto made;
-    }
-    if (efd_loop_ring_probe(st) != 0) {
-        Py_DECREF(self);
-        Py_RETURN_NONE;
-    }
-    if (ev->spare_ring.fd >= 0 && ev->spare_ring_epoch != self->epoch)
-        efd_ring_close(&ev->spare_ring);    /* the parent's */
-    if (ev->spare_ring.fd >= 0) {
-        uint64_t tag;
-        int32_t res;
-        self->ls.ring = ev->spare_ring;
-        ev->spare_ring.fd = -1;
-        while (efd_ring_next(&self->ls.ring, &tag, &res))
-            ;                               /* the last sleeper's, late */
-    }
-    else if (efd_ring_open(&self->ls.ring) != 0) {
-        /* Out of descriptors or memory, say: the old way. */
+    if (helper)
+        self->helper = take_helper(ev, self->epoch);
+    self->helped = self->helper != NULL;
+    if (!self->helped && (efd_loop_ring_probe(st) != 0
+                          || take_ring(ev, &self->ls.ring, self->epoch) != 0)) {
+        /* No thread, no ring (out of descriptors or memory, say): the old
+         * way. */
         self->ls.ring.fd = -1;
         Py_DECREF(self);
         Py_RETURN_NONE;
     }
-made:
     Py_INCREF(ev);
     self->ev = ev;
     self->next = ev->loops;

@@ -330,10 +330,17 @@ efd_fn_probe(PyObject *module, PyObject *Py_UNUSED(ignored))
         goto fail;
     {
         int ring_err = efd_loop_ring_probe(st);
-        if (dict_set(d, "loop_ring", PyBool_FromLong(
-                    ring_err == 0 && futex_err == 0)) < 0
+        int bell = futex_err == 0 && efd_state_bell(st);
+        int ring = ring_err == 0 && futex_err == 0;
+        /* How event loops sleep on 'futex' objects here (efd_loop.c). */
+        const char *how = bell && !efd_loop_ring_wanted() ? "helper"
+                          : ring ? "ring" : NULL;
+        if (dict_set(d, "loop_ring", PyBool_FromLong(ring)) < 0
                 || dict_set(d, "loop_ring_errno",
-                            PyLong_FromLong(ring_err)) < 0)
+                            PyLong_FromLong(ring_err)) < 0
+                || dict_set(d, "loop_sleep", how != NULL
+                            ? PyUnicode_FromString(how)
+                            : (Py_INCREF(Py_None), Py_None)) < 0)
             goto fail;
     }
     if (st->herd < 0)

@@ -133,8 +133,10 @@ typedef struct {
     uint64_t spare_helper_epoch;
     /* Helpers being stopped right now, the GIL let go meanwhile (by
      * another thread's finish(), or a close()): close() waits for them
-     * before the page can go. */
+     * before the page can go.  Counted in the process epoch `..._epoch`:
+     * a fork child has none of its parent's stopping threads. */
     int helpers_stopping;
+    uint64_t helpers_stopping_epoch;
 #if PY_VERSION_HEX < 0x03090000
     PyObject *module;  /* 3.8: keeps the state impl.proc points into alive */
 #endif
@@ -338,6 +340,9 @@ PyObject *efd_loop_sleeper_new(eventfd_object *ev);
 void efd_loops_close(eventfd_object *ev);
 /* 0 if loops can sleep on futex objects through a ring, else an errno. */
 int efd_loop_ring_probe(efd_state *st);
+/* Whether EFD_LOOP_SLEEP=ring asks loops to sleep through a ring even
+ * where a helper could. */
+int efd_loop_ring_wanted(void);
 efd_state *efd_state_from_type(PyTypeObject *type);
 
 #endif /* EFD_MODULE_H */

@@ -140,6 +140,7 @@ alloc_object(PyTypeObject *type, efd_state *st)
     self->spare_helper = NULL;
     self->spare_helper_epoch = 0;
     self->helpers_stopping = 0;
+    self->helpers_stopping_epoch = 0;
     self->weakreflist = NULL;
 #if PY_VERSION_HEX < 0x03090000
     self->module = PyImport_ImportModule("efd._efd");
@@ -916,10 +917,8 @@ eventfd_peek(eventfd_object *self, PyObject *Py_UNUSED(ignored))
 static PyObject *
 eventfd_look(eventfd_object *self, PyObject *Py_UNUSED(ignored))
 {
-    uint64_t added;
     CHECK_OPEN(self);
-    if (self->impl.ops->settle != NULL && efd_books_sweep_due(&self->impl))
-        (void)self->impl.ops->settle(&self->impl, -1, &added);
+    (void)efd_books_sweep(&self->impl);
     return eventfd_peek(self, NULL);
 }
 

@@ -409,9 +409,7 @@ efd_ready_now(efd_impl *impl)
 static int
 read_after_settling(efd_impl *impl, int op, uint64_t *value)
 {
-    uint64_t added = 0;
-    if (impl->ops->settle == NULL || !efd_books_sweep_due(impl)
-            || impl->ops->settle(impl, -1, &added) != 0 || added == 0)
+    if (efd_books_sweep(impl) == 0)
         return EAGAIN;
     return (op & EFD_OP_HOLD) ? impl->ops->try_read_hold(impl, value)
                               : impl->ops->try_read(impl, value);

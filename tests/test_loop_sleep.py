@@ -209,8 +209,7 @@ def loop_child():
         task = asyncio.ensure_future(ev.acquire_async(timeout=30))
         await until_asleep(ev)
         os.write(rep_w, b"L")
-        select.select([rep_r], [], [], 0.3)   # the release comes meanwhile
-        time.sleep(3)                         # the loop does not run
+        time.sleep(3.3)     # the loop does not run; the release comes
         got = await task
         os.write(rep_w, b"X" if got else b"x")
     asyncio.run(main())
@@ -432,14 +431,11 @@ long syscall(long n, ...) {
 """
 
 
-def test_close_waits_for_a_helper_another_thread_is_stopping(run_py,
-                                                             tmp_path):
-    """One thread ends a loop sleeper whose helper sleeps on the page (the
-    object's spare slot taken, so the helper is stopped, and that thread
-    lets go of the GIL while it waits for it) while another closes the
-    object: close() waits for that helper before the page goes.  A shim
-    makes the woken helper touch the page 200 ms late, so that the close
-    lands in between (it crashed there; found by the adversary)."""
+@pytest.fixture
+def slow_waitv(tmp_path):
+    """The environment for a child whose woken futex_waitv returns 200 ms
+    late (the _SLOW_WAITV_C shim, built here): a helper woken from its
+    sleep touches the page that much later."""
     import platform
     import shutil
     import subprocess
@@ -454,6 +450,17 @@ def test_close_waits_for_a_helper_another_thread_is_stopping(run_py,
     src.write_text(_SLOW_WAITV_C)
     subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(lib), str(src),
                     "-ldl"], check=True, timeout=120)
+    return {"LD_PRELOAD": str(lib), "SLOW_WAITV_MS": "200"}
+
+
+def test_close_waits_for_a_helper_another_thread_is_stopping(run_py,
+                                                             slow_waitv):
+    """One thread ends a loop sleeper whose helper sleeps on the page (the
+    object's spare slot taken, so the helper is stopped, and that thread
+    lets go of the GIL while it waits for it) while another closes the
+    object: close() waits for that helper before the page goes.  A shim
+    makes the woken helper touch the page 200 ms late, so that the close
+    lands in between (it crashed there; found by the adversary)."""
     out = run_py(r"""
         import threading, time
         import efd
@@ -485,9 +492,48 @@ def test_close_waits_for_a_helper_another_thread_is_stopping(run_py,
                 t.join(30)
                 assert not t.is_alive()
         print("ok")
-    """ % full_or(3, 10), timeout=120,
-        env={"LD_PRELOAD": str(lib), "SLOW_WAITV_MS": "200"})
+    """ % full_or(3, 10), timeout=120, env=slow_waitv)
     assert out.stdout.strip().endswith("ok")
+
+
+def test_a_fork_child_does_not_wait_for_its_parents_stopping_helper(
+        run_py, slow_waitv):
+    """A process forks while one of its threads waits, the GIL let go, for
+    a helper it is stopping: the child's close() does not wait for that
+    helper (the child has no such thread; it waited for ever)."""
+    out = run_py(r"""
+        import os, threading, time
+        import efd
+
+        ev = efd.EventFD(0, semaphore=True, backend="futex")
+        s1, s2 = ev._loop_sleeper(), ev._loop_sleeper()
+        s1.close()                  # its helper becomes the spare
+        s2.sleep()
+        while not s2.asleep:
+            time.sleep(0.0005)
+        time.sleep(0.05)
+        t = threading.Thread(target=s2.close)   # stops s2's helper
+        t.start()
+        time.sleep(0.05)            # the helper naps 200 ms meanwhile
+        pid = os.fork()
+        if pid == 0:
+            ev.close()
+            os._exit(0)
+        t.join(30)
+        ev.close()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                print("child", status)
+                break
+            time.sleep(0.01)
+        else:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            print("child hung in close()")
+    """, timeout=60, env=slow_waitv)
+    assert out.stdout.strip() == "child 0", out.stdout
 
 
 # ---- io_uring refused (Docker's default seccomp profile) ------------------
