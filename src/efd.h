@@ -319,6 +319,11 @@ typedef struct efd_helper {
     _Atomic int failed;         /* why it cannot sleep here (an errno), 0 */
     uint32_t seen_calls;        /* the loop's: calls seen at its last woke() */
     pthread_t tid;
+    /* Parked (idle, kept by its object for the next loop sleeper): on its
+     * interpreter's list of parked helpers, which a fork empties first
+     * (efd_loop.c); `owner` is the object (an eventfd_object). */
+    struct efd_helper *park_next, **park_pprev;
+    void *owner;
 } efd_helper;
 void *efd_fx_helper_main(void *helper);
 

@@ -174,6 +174,65 @@ helper_rest(efd_helper *h)
     helper_ring(h);
 }
 
+/* ---- parked helpers, and fork --------------------------------------- */
+
+/* A rested helper is parked on its object for the next loop sleeper, and
+ * on its interpreter's list, so that os.fork() can stop every parked one
+ * first (efd_loops_before_fork): a fork child gets no copy of a thread
+ * anyway, and since 3.12 os.fork() warns (DeprecationWarning) in a
+ * process that has threads besides the one forking -- which a program
+ * that once awaited acquire_async() and then forks its workers, with no
+ * loop waiting any more, should not see.  The list is changed with the
+ * GIL held only. */
+static void
+park(eventfd_object *ev, efd_helper *h, uint64_t epoch)
+{
+    efd_state *st = ev->state;
+    h->owner = ev;
+    h->park_pprev = &st->parked;
+    h->park_next = st->parked;
+    if (st->parked != NULL)
+        st->parked->park_pprev = &h->park_next;
+    st->parked = h;
+    ev->spare_helper = h;
+    ev->spare_helper_epoch = epoch;
+}
+
+/* Take the object's parked helper off the lists (it must have one). */
+static efd_helper *
+unpark(eventfd_object *ev)
+{
+    efd_helper *h = ev->spare_helper;
+    ev->spare_helper = NULL;
+    if (h->park_pprev != NULL) {
+        *h->park_pprev = h->park_next;
+        if (h->park_next != NULL)
+            h->park_next->park_pprev = h->park_pprev;
+        h->park_next = NULL;
+        h->park_pprev = NULL;
+    }
+    h->owner = NULL;
+    return h;
+}
+
+/* os.register_at_fork(before=...): stop this interpreter's parked
+ * helpers.  Each stop lets go of the GIL (helper_stop joins the thread),
+ * so the list is taken from its head each time; the object is kept alive
+ * meanwhile.  Helpers of loops that wait right now stay: those threads
+ * are needed (the child gets no copy of them, and needs none). */
+void
+efd_loops_before_fork(efd_state *st)
+{
+    while (st->parked != NULL) {
+        eventfd_object *ev = (eventfd_object *)st->parked->owner;
+        efd_helper *h;
+        Py_INCREF(ev);
+        h = unpark(ev);
+        helper_stop(ev, h, ev->spare_helper_epoch == efd_process_epoch());
+        Py_DECREF(ev);
+    }
+}
+
 /* Rest and let go of the helper (kept idle for the object's next sleeper
  * where it can be) or of the ring: in the process that made them only (a
  * fork child has no helper thread, and shares its parent's ring, whose
@@ -193,8 +252,7 @@ finish(loop_object *self, int pass_on)
                 && !atomic_load(&h->failed)) {
             /* Kept, idle, for the object's next loop sleeper. */
             helper_rest(h);
-            ev->spare_helper = h;
-            ev->spare_helper_epoch = self->epoch;
+            park(ev, h, self->epoch);
         }
         else
             helper_stop(ev, h, ours);   /* it passes on what it holds */
@@ -231,8 +289,7 @@ efd_loops_close(eventfd_object *ev)
         Py_DECREF(l);
     }
     if (ev->spare_helper != NULL) {
-        efd_helper *h = ev->spare_helper;
-        ev->spare_helper = NULL;
+        efd_helper *h = unpark(ev);
         helper_stop(ev, h, ev->spare_helper_epoch == efd_process_epoch());
     }
     /* A helper that another thread's finish() is stopping, the GIL let
@@ -255,7 +312,7 @@ take_helper(eventfd_object *ev, uint64_t epoch)
 {
     efd_helper *h = ev->spare_helper;
     if (h != NULL) {
-        ev->spare_helper = NULL;
+        unpark(ev);
         if (ev->spare_helper_epoch == epoch) {
             /* Every call of the last sleeper's is answered. */
             efd_chan_drain(h->door);

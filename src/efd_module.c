@@ -418,6 +418,16 @@ efd_fn_after_fork(PyObject *module, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
+/* Registered with os.register_at_fork(before=...): a fork child gets no
+ * copies of the helper threads that objects keep idle for their next
+ * event-loop sleeper, so stop them first (efd_loop.c). */
+static PyObject *
+efd_fn_before_fork(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    efd_loops_before_fork((efd_state *)PyModule_GetState(module));
+    Py_RETURN_NONE;
+}
+
 /* Registered with os.register_at_fork(after_in_parent=...). */
 static PyObject *
 efd_fn_after_fork_parent(PyObject *module, PyObject *Py_UNUSED(ignored))
@@ -458,19 +468,23 @@ static PyMethodDef efd_functions[] = {
     {"_after_fork_child", (PyCFunction)efd_fn_after_fork, METH_NOARGS,
      "_after_fork_child($module, /)\n--\n\n"
      "Start this fork child's own process state (see efd_impl.proc)."},
+    {"_before_fork", (PyCFunction)efd_fn_before_fork, METH_NOARGS,
+     "_before_fork($module, /)\n--\n\n"
+     "Stop the idle helper threads kept for event loops (efd_loop.c)."},
     {"_after_fork_parent", (PyCFunction)efd_fn_after_fork_parent, METH_NOARGS,
      "_after_fork_parent($module, /)\n--\n\n"
      "Count a fork of this process (see efd_impl.desc_forks)."},
     {NULL, NULL, 0, NULL},
 };
 
-/* Bump st->proc in fork children and st->forks in fork parents:
- * os.register_at_fork runs the hooks after every fork Python makes
- * (os.fork, multiprocessing), before any other Python code runs. */
+/* Bump st->proc in fork children and st->forks in fork parents, and
+ * stop idle helpers before: os.register_at_fork runs the hooks around
+ * every fork Python makes (os.fork, multiprocessing), before any other
+ * Python code runs after it. */
 static int
 register_fork_hook(PyObject *module)
 {
-    PyObject *os, *reg, *hook, *phook, *kw = NULL, *r = NULL;
+    PyObject *os, *reg, *hook, *phook, *bhook, *kw = NULL, *r = NULL;
     hook = PyObject_GetAttrString(module, "_after_fork_child");
     if (hook == NULL)
         return -1;
@@ -479,17 +493,24 @@ register_fork_hook(PyObject *module)
         Py_DECREF(hook);
         return -1;
     }
+    bhook = PyObject_GetAttrString(module, "_before_fork");
+    if (bhook == NULL) {
+        Py_DECREF(hook);
+        Py_DECREF(phook);
+        return -1;
+    }
     os = PyImport_ImportModule("os");
     if (os == NULL) {
         Py_DECREF(hook);
         Py_DECREF(phook);
+        Py_DECREF(bhook);
         return -1;
     }
     reg = PyObject_GetAttrString(os, "register_at_fork");
     Py_DECREF(os);
     if (reg != NULL)
-        kw = Py_BuildValue("{sOsO}", "after_in_child", hook,
-                           "after_in_parent", phook);
+        kw = Py_BuildValue("{sOsOsO}", "after_in_child", hook,
+                           "after_in_parent", phook, "before", bhook);
     if (kw != NULL) {
         PyObject *noargs = PyTuple_New(0);
         if (noargs != NULL) {
@@ -501,6 +522,7 @@ register_fork_hook(PyObject *module)
     Py_XDECREF(reg);
     Py_DECREF(hook);
     Py_DECREF(phook);
+    Py_DECREF(bhook);
     if (r == NULL)
         return -1;
     Py_DECREF(r);
@@ -570,6 +592,7 @@ efd_exec(PyObject *module)
     st->proc = 1;
     st->fork_thread = 0;
     st->forks = 0;
+    st->parked = NULL;
     st->herd = -1;
     st->loop_ring = -1;
     if (main_thread_ident(&st->main_ident) < 0)

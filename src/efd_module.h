@@ -44,6 +44,9 @@ typedef struct {
      * after_in_parent): since then a child may hold the descriptions of
      * the kernel objects that existed (efd_impl.desc_forks). */
     volatile uint32_t forks;
+    /* The idle helpers that objects of this interpreter keep for their
+     * next loop sleeper (efd_loop.c): os.fork() stops them first. */
+    struct efd_helper *parked;
 } efd_state;
 
 /* One thread waiting in efd_wait() with the GIL released.  The record is
@@ -338,6 +341,7 @@ extern PyType_Spec efd_loop_spec;       /* efd_loop.c */
 PyObject *efd_loop_sleeper_new(eventfd_object *ev);
 /* close(): rest every loop sleeper of the object. */
 void efd_loops_close(eventfd_object *ev);
+void efd_loops_before_fork(efd_state *st);
 /* 0 if loops can sleep on futex objects through a ring, else an errno. */
 int efd_loop_ring_probe(efd_state *st);
 /* Whether EFD_LOOP_SLEEP=ring asks loops to sleep through a ring even

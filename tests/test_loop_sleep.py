@@ -536,6 +536,60 @@ def test_a_fork_child_does_not_wait_for_its_parents_stopping_helper(
     assert out.stdout.strip() == "child 0", out.stdout
 
 
+def test_a_fork_stops_the_idle_helpers_first(run_py):
+    """An object keeps its last loop's helper thread idle for the next
+    wait; os.fork() stops it first.  So a program that awaited
+    acquire_async() and then forks its workers (no loop waiting any more)
+    forks with no thread of efd's, and from 3.12 os.fork() does not warn
+    that it is multi-threaded; the next wait makes a helper again."""
+    if not AVAILABLE["helper"]:
+        pytest.skip("no helper sleep here (python -m efd)")
+    out = run_py(r"""
+        import asyncio, faulthandler, os, time, warnings
+        import efd
+
+        def threads():
+            return len(os.listdir("/proc/self/task"))
+
+        # The watchdog's thread would make the fork warn by itself.
+        faulthandler.cancel_dump_traceback_later()
+        deadline = time.monotonic() + 5
+        while threads() > 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        base = threads()
+        sem = efd.Semaphore(0)
+
+        async def wait_once():
+            asyncio.get_running_loop().call_later(0.05, sem.release)
+            await asyncio.wait_for(sem.acquire_async(), 10)
+
+        asyncio.run(wait_once())
+        kept = threads() - base
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            pid = os.fork()
+            if pid == 0:
+                os._exit(threads())
+            _, status = os.waitpid(pid, 0)
+        after = threads() - base
+        asyncio.run(wait_once())
+        again = threads() - base
+        sem.close()
+        print(json.dumps({
+            "kept": kept, "after": after, "again": again,
+            "child": os.waitstatus_to_exitcode(status)
+            if hasattr(os, "waitstatus_to_exitcode") else status >> 8,
+            "warned": [str(w.message) for w in caught
+                       if "multi-threaded" in str(w.message)]}))
+    """.replace("import asyncio,", "import json, asyncio,"), timeout=60)
+    got = json.loads(out.stdout)
+    assert got["kept"] == 1, got        # the idle helper, kept
+    assert got["after"] == 0, got       # stopped before the fork
+    assert got["child"] == 1, got       # the child: its one thread
+    assert got["warned"] == [], got
+    assert got["again"] == 1, got       # a new one for the next wait
+
+
 # ---- io_uring refused (Docker's default seccomp profile) ------------------
 
 def _needs_seccomp():
