@@ -319,11 +319,15 @@ typedef struct efd_helper {
     _Atomic int failed;         /* why it cannot sleep here (an errno), 0 */
     uint32_t seen_calls;        /* the loop's: calls seen at its last woke() */
     pthread_t tid;
-    /* Parked (idle, kept by its object for the next loop sleeper): on its
-     * interpreter's list of parked helpers, which a fork empties first
-     * (efd_loop.c); `owner` is the object (an eventfd_object). */
+    /* Parked (resting): on its interpreter's list, which a fork empties
+     * first (efd_loop.c, "parked helpers"): its object (an
+     * eventfd_object), the pointer that holds it and the Python object
+     * that pointer is in, and the process that parked it. */
     struct efd_helper *park_next, **park_pprev;
     void *owner;
+    struct efd_helper **park_ref;
+    void *park_holder;
+    uint64_t park_epoch;
 } efd_helper;
 void *efd_fx_helper_main(void *helper);
 

@@ -176,34 +176,39 @@ helper_rest(efd_helper *h)
 
 /* ---- parked helpers, and fork --------------------------------------- */
 
-/* A rested helper is parked on its object for the next loop sleeper, and
- * on its interpreter's list, so that os.fork() can stop every parked one
- * first (efd_loops_before_fork): a fork child gets no copy of a thread
- * anyway, and since 3.12 os.fork() warns (DeprecationWarning) in a
- * process that has threads besides the one forking -- which a program
- * that once awaited acquire_async() and then forks its workers, with no
- * loop waiting any more, should not see.  The list is changed with the
- * GIL held only. */
+/* A helper that rests -- its sleeper's loop has no task waiting (rest()),
+ * or its object keeps it for the next sleeper (finish()) -- is *parked*:
+ * on its interpreter's list, with the one pointer that holds it (`ref`:
+ * the sleeper's `helper` or the object's `spare_helper`), so that
+ * os.fork() can stop every parked one first (efd_loops_before_fork).  A
+ * fork child gets no copy of a thread anyway, and since 3.12 os.fork()
+ * warns (DeprecationWarning) in a process that has threads besides the
+ * one forking -- which a program that awaited acquire_async() and then
+ * forks its workers, with no loop waiting any more, should not see.  A
+ * sleeper whose helper was stopped takes one again when its loop next
+ * waits (need_helper()).  The list is changed with the GIL held only. */
 static void
-park(eventfd_object *ev, efd_helper *h, uint64_t epoch)
+park(efd_helper *h, eventfd_object *ev, efd_helper **ref, PyObject *holder,
+     uint64_t epoch)
 {
     efd_state *st = ev->state;
+    if (h->park_pprev != NULL)
+        return;                         /* parked already */
     h->owner = ev;
+    h->park_ref = ref;
+    h->park_holder = holder;
+    h->park_epoch = epoch;
     h->park_pprev = &st->parked;
     h->park_next = st->parked;
     if (st->parked != NULL)
         st->parked->park_pprev = &h->park_next;
     st->parked = h;
-    ev->spare_helper = h;
-    ev->spare_helper_epoch = epoch;
 }
 
-/* Take the object's parked helper off the lists (it must have one). */
-static efd_helper *
-unpark(eventfd_object *ev)
+/* Off the list (where it is on it): about to work, or to be stopped. */
+static void
+unpark(efd_helper *h)
 {
-    efd_helper *h = ev->spare_helper;
-    ev->spare_helper = NULL;
     if (h->park_pprev != NULL) {
         *h->park_pprev = h->park_next;
         if (h->park_next != NULL)
@@ -211,26 +216,67 @@ unpark(eventfd_object *ev)
         h->park_next = NULL;
         h->park_pprev = NULL;
     }
-    h->owner = NULL;
+}
+
+/* The object keeps `h`, rested, for its next loop sleeper. */
+static void
+keep_spare(eventfd_object *ev, efd_helper *h, uint64_t epoch)
+{
+    ev->spare_helper = h;
+    ev->spare_helper_epoch = epoch;
+    park(h, ev, &ev->spare_helper, (PyObject *)ev, epoch);
+}
+
+/* The object's spare helper, off the lists (it must have one). */
+static efd_helper *
+take_spare(eventfd_object *ev)
+{
+    efd_helper *h = ev->spare_helper;
+    ev->spare_helper = NULL;
+    unpark(h);
     return h;
 }
 
 /* os.register_at_fork(before=...): stop this interpreter's parked
  * helpers.  Each stop lets go of the GIL (helper_stop joins the thread),
- * so the list is taken from its head each time; the object is kept alive
- * meanwhile.  Helpers of loops that wait right now stay: those threads
- * are needed (the child gets no copy of them, and needs none). */
+ * so the list is taken from its head each time, the pointer that held
+ * the helper cleared first, and its holder kept alive meanwhile.  Helpers
+ * of loops that wait right now stay: those threads are needed (the child
+ * gets no copy of them, and needs none). */
 void
 efd_loops_before_fork(efd_state *st)
 {
     while (st->parked != NULL) {
-        eventfd_object *ev = (eventfd_object *)st->parked->owner;
-        efd_helper *h;
-        Py_INCREF(ev);
-        h = unpark(ev);
-        helper_stop(ev, h, ev->spare_helper_epoch == efd_process_epoch());
-        Py_DECREF(ev);
+        efd_helper *h = st->parked;
+        eventfd_object *ev = (eventfd_object *)h->owner;
+        PyObject *holder = h->park_holder;
+        Py_INCREF(holder);
+        unpark(h);
+        *h->park_ref = NULL;
+        helper_stop(ev, h, h->park_epoch == efd_process_epoch());
+        Py_DECREF(holder);
     }
+}
+
+/* finish() of a helper sleeper: its helper rests, kept by the object for
+ * its next loop sleeper where it can be, else is stopped (it passes on a
+ * wake-up it holds). */
+static void
+finish_helper(loop_object *self, eventfd_object *ev)
+{
+    efd_helper *h = self->helper;
+    int ours = self->epoch == efd_process_epoch();
+    if (h == NULL)
+        return;                         /* a fork stopped it as it rested */
+    self->helper = NULL;
+    unpark(h);
+    if (ours && ev != NULL && !ev->closed && ev->spare_helper == NULL
+            && !atomic_load(&h->failed)) {
+        helper_rest(h);
+        keep_spare(ev, h, self->epoch);
+    }
+    else
+        helper_stop(ev, h, ours);
 }
 
 /* Rest and let go of the helper (kept idle for the object's next sleeper
@@ -244,19 +290,8 @@ finish(loop_object *self, int pass_on)
     /* Off the object's list first: stopping a helper lets go of the GIL,
      * and nobody may find this sleeper meanwhile. */
     unlink_loop(self);
-    if (self->helper != NULL) {
-        efd_helper *h = self->helper;
-        int ours = self->epoch == efd_process_epoch();
-        self->helper = NULL;
-        if (ours && ev != NULL && !ev->closed && ev->spare_helper == NULL
-                && !atomic_load(&h->failed)) {
-            /* Kept, idle, for the object's next loop sleeper. */
-            helper_rest(h);
-            park(ev, h, self->epoch);
-        }
-        else
-            helper_stop(ev, h, ours);   /* it passes on what it holds */
-    }
+    if (self->helped)
+        finish_helper(self, ev);
     else if (ev != NULL && self->epoch == efd_process_epoch()) {
         efd_fx_loop_rest(&ev->impl, &self->ls, pass_on);
         if (!ev->closed && !self->ls.failed && self->ls.ring.fd >= 0
@@ -289,7 +324,7 @@ efd_loops_close(eventfd_object *ev)
         Py_DECREF(l);
     }
     if (ev->spare_helper != NULL) {
-        efd_helper *h = unpark(ev);
+        efd_helper *h = take_spare(ev);
         helper_stop(ev, h, ev->spare_helper_epoch == efd_process_epoch());
     }
     /* A helper that another thread's finish() is stopping, the GIL let
@@ -312,7 +347,7 @@ take_helper(eventfd_object *ev, uint64_t epoch)
 {
     efd_helper *h = ev->spare_helper;
     if (h != NULL) {
-        unpark(ev);
+        take_spare(ev);
         if (ev->spare_helper_epoch == epoch) {
             /* Every call of the last sleeper's is answered. */
             efd_chan_drain(h->door);
@@ -392,7 +427,7 @@ check_open(loop_object *self)
         PyErr_SetString(PyExc_ValueError, "I/O operation on closed EventFD");
         return -1;
     }
-    if (self->helper == NULL && self->ls.ring.fd < 0) {
+    if (!self->helped && self->ls.ring.fd < 0) {
         /* Closed after a failure (a cancel io_uring refused): the loop
          * waits the old way from now on. */
         errno = EBADF;
@@ -408,13 +443,34 @@ check_open(loop_object *self)
     return 0;
 }
 
+/* A helper sleeper's helper, working: taken off the parked list, or
+ * taken again (the object's spare, or a new one) if a fork stopped it
+ * while it rested.  -1 with OSError if none can be had (the loop waits
+ * the old way then). */
+static int
+need_helper(loop_object *self)
+{
+    if (self->helper == NULL) {
+        self->helper = take_helper(self->ev, self->epoch);
+        if (self->helper == NULL) {
+            errno = EAGAIN;
+            PyErr_SetFromErrno(PyExc_OSError);
+            return -1;
+        }
+    }
+    unpark(self->helper);
+    return 0;
+}
+
 static PyObject *
 loop_fileno(loop_object *self, PyObject *Py_UNUSED(ignored))
 {
     if (check_open(self) < 0)
         return NULL;
-    return PyLong_FromLong(self->helper != NULL ? self->helper->door
-                                                : self->ls.ring.fd);
+    if (self->helped && need_helper(self) < 0)
+        return NULL;
+    return PyLong_FromLong(self->helped ? self->helper->door
+                                        : self->ls.ring.fd);
 }
 
 /* sleep() with a helper: want units, and answer the calls woke() saw. */
@@ -446,8 +502,8 @@ loop_sleep(loop_object *self, PyObject *Py_UNUSED(ignored))
     int ready = 0, err;
     if (check_open(self) < 0)
         return NULL;
-    if (self->helper != NULL)
-        return helper_sleep(self);
+    if (self->helped)
+        return need_helper(self) < 0 ? NULL : helper_sleep(self);
     err = efd_fx_loop_sleep(&self->ev->impl, &self->ls, &ready);
     if (err) {
         errno = err;
@@ -461,12 +517,15 @@ loop_woke(loop_object *self, PyObject *Py_UNUSED(ignored))
 {
     if (check_open(self) < 0)
         return NULL;
-    if (self->helper != NULL) {
+    if (self->helped) {
         /* The calls read here are the ones the next sleep() or rest()
          * answers: read after the door, so that none is answered before
          * the loop looked for it. */
         efd_helper *h = self->helper;
-        uint32_t before = h->seen_calls;
+        uint32_t before;
+        if (h == NULL)
+            return PyLong_FromLong(0);  /* stopped while it rested */
+        before = h->seen_calls;
         efd_chan_drain(h->door);
         h->seen_calls = atomic_load(&h->calls);
         return PyLong_FromLong(h->seen_calls != before
@@ -478,11 +537,15 @@ loop_woke(loop_object *self, PyObject *Py_UNUSED(ignored))
 static PyObject *
 loop_rest(loop_object *self, PyObject *Py_UNUSED(ignored))
 {
-    if (self->helper != NULL) {
+    if (self->helped) {
         /* Nobody waits: every call is answered with "not taking", and the
-         * helper passes on a wake-up it holds. */
-        if (self->epoch == efd_process_epoch())
+         * helper passes on a wake-up it holds; it rests, parked. */
+        if (self->helper != NULL && self->ev != NULL
+                && self->epoch == efd_process_epoch()) {
             helper_rest(self->helper);
+            park(self->helper, self->ev, &self->helper, (PyObject *)self,
+                 self->epoch);
+        }
         Py_RETURN_NONE;
     }
     if (self->ev != NULL && !self->ev->closed && self->ls.ring.fd >= 0

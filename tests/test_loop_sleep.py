@@ -590,6 +590,53 @@ def test_a_fork_stops_the_idle_helpers_first(run_py):
     assert got["again"] == 1, got       # a new one for the next wait
 
 
+def test_a_fork_stops_a_resting_sleepers_helper_and_it_comes_back(run_py):
+    """A loop's sleeper whose tasks stopped waiting keeps its helper,
+    resting (a record left in garbage by a task cancelled as asyncio.run()
+    ended holds it so): os.fork() stops that one too, and the sleeper
+    takes a helper again when its loop waits again -- and is woken by a
+    release through it."""
+    if not AVAILABLE["helper"]:
+        pytest.skip("no helper sleep here (python -m efd)")
+    out = run_py(r"""
+        import faulthandler, json, os, select, time
+        import efd
+
+        def threads():
+            return len(os.listdir("/proc/self/task"))
+
+        faulthandler.cancel_dump_traceback_later()
+        deadline = time.monotonic() + 5
+        while threads() > 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        base = threads()
+        ev = efd.EventFD(0, semaphore=True, backend="futex")
+        s = ev._loop_sleeper()
+        s.fileno()
+        s.sleep()
+        s.rest()                    # resting, its helper kept
+        resting = threads() - base
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+        after = threads() - base
+        fd = s.fileno()             # a helper again
+        ready = s.sleep()
+        ev.release()
+        woken = bool(select.select([fd], [], [], 10)[0])
+        s.woke()
+        got = ev.acquire(False)
+        s.close()
+        ev.close()
+        print(json.dumps({"resting": resting, "after": after,
+                          "ready": ready, "woken": woken, "got": got}))
+    """, timeout=60)
+    got = json.loads(out.stdout)
+    assert got == {"resting": 1, "after": 0, "ready": False, "woken": True,
+                   "got": True}, got
+
+
 # ---- io_uring refused (Docker's default seccomp profile) ------------------
 
 def _needs_seccomp():
