@@ -238,16 +238,25 @@ take_spare(eventfd_object *ev)
 }
 
 /* os.register_at_fork(before=...): stop this interpreter's parked
- * helpers.  Each stop lets go of the GIL (helper_stop joins the thread),
+ * helpers; how many.  Each stop lets go of the GIL (helper_stop joins the thread),
  * so the list is taken from its head each time, the pointer that held
  * the helper cleared first, and its holder kept alive meanwhile.  Helpers
  * of loops that wait right now stay: those threads are needed (the child
  * gets no copy of them, and needs none). */
-void
+int
 efd_loops_before_fork(efd_state *st)
 {
-    while (st->parked != NULL) {
-        efd_helper *h = st->parked;
+    int stopped = 0;
+    /* The ones parked now: a loop of another thread may park more while
+     * a stop lets go of the GIL, and a fork must not wait for as long as
+     * it keeps doing so.  Detached from the state, the list still
+     * unlinks its entries (their first's back pointer is moved here). */
+    efd_helper *parked = st->parked;
+    st->parked = NULL;
+    if (parked != NULL)
+        parked->park_pprev = &parked;
+    while (parked != NULL) {
+        efd_helper *h = parked;
         eventfd_object *ev = (eventfd_object *)h->owner;
         PyObject *holder = h->park_holder;
         Py_INCREF(holder);
@@ -255,7 +264,9 @@ efd_loops_before_fork(efd_state *st)
         *h->park_ref = NULL;
         helper_stop(ev, h, h->park_epoch == efd_process_epoch());
         Py_DECREF(holder);
+        stopped++;
     }
+    return stopped;
 }
 
 /* finish() of a helper sleeper: its helper rests, kept by the object for

@@ -424,8 +424,8 @@ efd_fn_after_fork(PyObject *module, PyObject *Py_UNUSED(ignored))
 static PyObject *
 efd_fn_before_fork(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
-    efd_loops_before_fork((efd_state *)PyModule_GetState(module));
-    Py_RETURN_NONE;
+    return PyLong_FromLong(
+        efd_loops_before_fork((efd_state *)PyModule_GetState(module)));
 }
 
 /* Registered with os.register_at_fork(after_in_parent=...). */
@@ -470,7 +470,8 @@ static PyMethodDef efd_functions[] = {
      "Start this fork child's own process state (see efd_impl.proc)."},
     {"_before_fork", (PyCFunction)efd_fn_before_fork, METH_NOARGS,
      "_before_fork($module, /)\n--\n\n"
-     "Stop the idle helper threads kept for event loops (efd_loop.c)."},
+     "Stop the idle helper threads kept for event loops (efd_loop.c); "
+     "how many."},
     {"_after_fork_parent", (PyCFunction)efd_fn_after_fork_parent, METH_NOARGS,
      "_after_fork_parent($module, /)\n--\n\n"
      "Count a fork of this process (see efd_impl.desc_forks)."},

@@ -341,7 +341,7 @@ extern PyType_Spec efd_loop_spec;       /* efd_loop.c */
 PyObject *efd_loop_sleeper_new(eventfd_object *ev);
 /* close(): rest every loop sleeper of the object. */
 void efd_loops_close(eventfd_object *ev);
-void efd_loops_before_fork(efd_state *st);
+int efd_loops_before_fork(efd_state *st);
 /* 0 if loops can sleep on futex objects through a ring, else an errno. */
 int efd_loop_ring_probe(efd_state *st);
 /* Whether EFD_LOOP_SLEEP=ring asks loops to sleep through a ring even

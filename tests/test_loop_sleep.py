@@ -417,10 +417,14 @@ long syscall(long n, ...) {
     for (i = 0; i < 6; i++) a[i] = va_arg(ap, long);
     va_end(ap);
     long r = real(n, a[0], a[1], a[2], a[3], a[4], a[5]);
-    if (n == 449) {             /* futex_waitv */
+    /* futex_waitv; or, with SLOW_FUTEX_WAIT_MS, FUTEX_WAIT (an idle
+     * helper's sleep) */
+    if ((n == 449 && getenv("SLOW_WAITV_MS"))
+            || (n == 202 && (a[1] & 127) == 0
+                && getenv("SLOW_FUTEX_WAIT_MS"))) {
         struct timespec ts;
         saved = errno;
-        ms = atoi(getenv("SLOW_WAITV_MS"));
+        ms = atoi(getenv(n == 449 ? "SLOW_WAITV_MS" : "SLOW_FUTEX_WAIT_MS"));
         ts.tv_sec = ms / 1000;
         ts.tv_nsec = (ms % 1000) * 1000000L;
         nanosleep(&ts, NULL);
@@ -451,6 +455,14 @@ def slow_waitv(tmp_path):
     subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(lib), str(src),
                     "-ldl"], check=True, timeout=120)
     return {"LD_PRELOAD": str(lib), "SLOW_WAITV_MS": "200"}
+
+
+@pytest.fixture
+def slow_idle_stop(slow_waitv):
+    """The same shim, slowing an idle helper's FUTEX_WAIT instead: stopping
+    a resting helper takes 200 ms."""
+    return {"LD_PRELOAD": slow_waitv["LD_PRELOAD"],
+            "SLOW_FUTEX_WAIT_MS": "200"}
 
 
 def test_close_waits_for_a_helper_another_thread_is_stopping(run_py,
@@ -536,6 +548,24 @@ def test_a_fork_child_does_not_wait_for_its_parents_stopping_helper(
     assert out.stdout.strip() == "child 0", out.stdout
 
 
+#: For the fork tests' children: `threads()` counts this process's threads,
+#: and `base` is the count with the watchdog's thread gone (it would make
+#: os.fork() warn by itself).
+ALONE = r"""
+import faulthandler, json, os, time
+import efd
+
+def threads():
+    return len(os.listdir("/proc/self/task"))
+
+faulthandler.cancel_dump_traceback_later()
+deadline = time.monotonic() + 5
+while threads() > 1 and time.monotonic() < deadline:
+    time.sleep(0.01)
+base = threads()
+"""
+
+
 def test_a_fork_stops_the_idle_helpers_first(run_py):
     """An object keeps its last loop's helper thread idle for the next
     wait; os.fork() stops it first.  So a program that awaited
@@ -544,19 +574,8 @@ def test_a_fork_stops_the_idle_helpers_first(run_py):
     that it is multi-threaded; the next wait makes a helper again."""
     if not AVAILABLE["helper"]:
         pytest.skip("no helper sleep here (python -m efd)")
-    out = run_py(r"""
-        import asyncio, faulthandler, os, time, warnings
-        import efd
-
-        def threads():
-            return len(os.listdir("/proc/self/task"))
-
-        # The watchdog's thread would make the fork warn by itself.
-        faulthandler.cancel_dump_traceback_later()
-        deadline = time.monotonic() + 5
-        while threads() > 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        base = threads()
+    out = run_py(ALONE + textwrap.dedent(r"""
+        import asyncio, warnings
         sem = efd.Semaphore(0)
 
         async def wait_once():
@@ -581,7 +600,7 @@ def test_a_fork_stops_the_idle_helpers_first(run_py):
             if hasattr(os, "waitstatus_to_exitcode") else status >> 8,
             "warned": [str(w.message) for w in caught
                        if "multi-threaded" in str(w.message)]}))
-    """.replace("import asyncio,", "import json, asyncio,"), timeout=60)
+    """), timeout=60)
     got = json.loads(out.stdout)
     assert got["kept"] == 1, got        # the idle helper, kept
     assert got["after"] == 0, got       # stopped before the fork
@@ -598,18 +617,8 @@ def test_a_fork_stops_a_resting_sleepers_helper_and_it_comes_back(run_py):
     release through it."""
     if not AVAILABLE["helper"]:
         pytest.skip("no helper sleep here (python -m efd)")
-    out = run_py(r"""
-        import faulthandler, json, os, select, time
-        import efd
-
-        def threads():
-            return len(os.listdir("/proc/self/task"))
-
-        faulthandler.cancel_dump_traceback_later()
-        deadline = time.monotonic() + 5
-        while threads() > 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        base = threads()
+    out = run_py(ALONE + textwrap.dedent(r"""
+        import select
         ev = efd.EventFD(0, semaphore=True, backend="futex")
         s = ev._loop_sleeper()
         s.fileno()
@@ -631,10 +640,57 @@ def test_a_fork_stops_a_resting_sleepers_helper_and_it_comes_back(run_py):
         ev.close()
         print(json.dumps({"resting": resting, "after": after,
                           "ready": ready, "woken": woken, "got": got}))
-    """, timeout=60)
+    """), timeout=60)
     got = json.loads(out.stdout)
     assert got == {"resting": 1, "after": 0, "ready": False, "woken": True,
                    "got": True}, got
+
+
+def test_a_fork_does_not_wait_for_helpers_parked_while_it_stops_others(
+        run_py, slow_idle_stop):
+    """The fork hook stops the helpers parked when it starts: a loop of
+    another thread that parks helpers while the hook lets go of the GIL
+    does not keep the fork waiting (it did: seconds)."""
+    out = run_py(r"""
+        import asyncio, threading, time
+        import efd
+        from efd import _efd
+
+        async def once(s):
+            asyncio.get_running_loop().call_later(0.001, s.release)
+            await asyncio.wait_for(s.acquire_async(), 10)
+
+        parked = [efd.Semaphore(0) for _ in range(3)]
+        for s in parked:
+            asyncio.run(once(s))            # three helpers, parked
+        stop = False
+        cycles = [0]
+
+        def churn():        # parks and takes again, ten objects in turn
+            sems = [efd.Semaphore(0) for _ in range(10)]
+
+            async def main():
+                while not stop:
+                    for s in sems:
+                        await once(s)
+                    cycles[0] += 1
+            asyncio.run(main())
+
+        t = threading.Thread(target=churn)
+        t.start()
+        while cycles[0] < 1:
+            time.sleep(0.01)
+        before = cycles[0]
+        stopped = _efd._before_fork()       # each stop: 200 ms (the shim)
+        during = cycles[0] - before
+        stop = True
+        t.join(30)
+        print(stopped, during)
+    """, timeout=60, env=slow_idle_stop)
+    stopped, during = map(int, out.stdout.split())
+    assert during >= 1, out.stdout      # the churn parked meanwhile
+    # Three, and the churn's ten at most: those parked at the start.
+    assert stopped <= 13, out.stdout
 
 
 # ---- io_uring refused (Docker's default seccomp profile) ------------------
