@@ -73,9 +73,10 @@ class EventFD(_CEventFD):
                 (and, with earlier tasks queued, gives up at once).
             undo: Book what is taken to this process, as
                 :meth:`acquire` does with ``undo=True``: if the process dies
-                before a :meth:`release` of its own, it goes back.  (A unit
-                the loop's reader took for the task is booked when the task
-                resumes: a death in between loses it.)
+                before a :meth:`release` of its own, it goes back.  (The
+                loop's reader books the unit it takes for the task in the
+                same step, so a death before the task resumes loses
+                nothing.)
 
         Returns:
             True when a unit (in semaphore mode) or the whole count was
@@ -107,12 +108,8 @@ class EventFD(_CEventFD):
             if fam.checkpoints:
                 await fam.cancel_shielded_checkpoint()
             return False
-        value = await _aio.wait(self, seconds, True)
-        if value is None:
-            return False
-        if undo:
-            self._book(value)
-        return True
+        value = await _aio.wait(self, seconds, True, undo)
+        return value is not None
 
     async def read_async(self, timeout: Optional[float] = None) -> int:
         """One read, as :meth:`read` does, waiting in the running event loop.

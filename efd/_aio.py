@@ -376,7 +376,7 @@ class _Waiters:
     __slots__ = ("ev", "loop", "thread", "tid_attr", "fd", "key",
                  "consumers", "watchers", "served", "reading", "exclusive",
                  "recheck", "poller", "plain_only", "paused", "stale_runs",
-                 "sleeper", "ring")
+                 "sleeper", "ring", "holds", "booked")
 
     def __init__(self, ev: "EventFD", loop: asyncio.AbstractEventLoop) -> None:
         self.ev = ev
@@ -408,6 +408,13 @@ class _Waiters:
         # or its ring).
         self.sleeper: Any = None
         self.ring = False
+        # Consumers that hold what they take (a `with` block, undo=True):
+        # the reader books their unit to this process in the same step as
+        # it takes it (EventFD._try_read_hold), so that no death before
+        # the task resumes loses it; and the served ones whose unit is
+        # booked so (a unit passed on from elsewhere may not be).
+        self.holds: Set["asyncio.Future[Any]"] = set()
+        self.booked: Set["asyncio.Future[Any]"] = set()
 
     def busy(self) -> bool:
         """Whether a newcomer must queue: consumers wait or were served.
@@ -615,6 +622,7 @@ class _Waiters:
                     fut.set_result(True)
         queue = self.consumers
         try_read = self.ev._try_read
+        holds = self.holds
         took = stale = False
         try:
             while queue:
@@ -622,13 +630,16 @@ class _Waiters:
                 if fut.done():          # timed out or cancelled meanwhile
                     queue.popleft()
                     continue
-                value = try_read()
+                hold = holds and fut in holds
+                value = (self.ev._try_read_hold if hold else try_read)()
                 if value is None:       # someone else took it: wait again
                     stale = not took
                     break
                 queue.popleft()
                 self.served += 1
                 took = True
+                if hold:
+                    self.booked.add(fut)
                 fut.set_result(value)
             if took and queue and self.exclusive:
                 # Still waiting: go to the back of the kernel's line for
@@ -722,19 +733,27 @@ class _Waiters:
             self.fail(exc)
         return done
 
-    def give_back(self, value: int) -> None:
+    def give_back(self, value: int, booked: bool = False) -> None:
         """Pass ``value``, read for a task that will not take it, on.
 
         The next pending consumer gets it (keeping FIFO order and saving two
-        system calls); with none, it goes back to the counter.
+        system calls); with none, it goes back to the counter.  A
+        ``booked`` value (held by this process, see ``holds``) goes only
+        to a consumer that holds what it takes: a plain consumer's unit
+        must not come back if the process dies, so it goes back to the
+        counter then (a release by a holder takes it off the books in the
+        same step) and the consumer waits on.
         """
         queue = self.consumers
-        while queue:
+        while queue and queue[0].done():
+            queue.popleft()
+        if queue and (not booked or queue[0] in self.holds):
             fut = queue.popleft()
-            if not fut.done():
-                self.served += 1
-                fut.set_result(value)
-                return
+            self.served += 1
+            if booked:
+                self.booked.add(fut)
+            fut.set_result(value)
+            return
         try:
             self.ev.release(value)
         except (OSError, ValueError) as exc:
@@ -769,11 +788,14 @@ class _Waiters:
         else:
             fut.set_result(None)
 
-    async def wait(self, timeout: Optional[float], consume: bool) -> Any:
+    async def wait(self, timeout: Optional[float], consume: bool,
+                   hold: bool = False) -> Any:
         """Queue the running task and wait; see :func:`wait`."""
         fut = self.loop.create_future()
         if consume:
             self.consumers.append(fut)
+            if hold:
+                self.holds.add(fut)
         else:
             self.watchers.append(fut)
         timer: List[Any] = [None]
@@ -783,17 +805,25 @@ class _Waiters:
                 deadline = time.monotonic() + timeout
                 timer[0] = self.loop.call_later(timeout, self._expire, fut,
                                                 deadline, timer)
-            return await fut
+            value = await fut
+            if hold and value is not None and fut not in self.booked:
+                # Handed on plainly (a task's release of this process):
+                # booked now.
+                self.ev._book(value)
+            return value
         except BaseException:
             if consume and _served(fut):
                 # Served, but cancelled before it could resume: pass it on.
-                self.give_back(fut.result())
+                self.give_back(fut.result(), fut in self.booked)
             raise
         finally:
             if timer[0] is not None:
                 timer[0].cancel()
             if consume and _served(fut):
                 self.served -= 1
+            if hold:
+                self.holds.discard(fut)
+                self.booked.discard(fut)
             self.discard(fut)
 
     # A consumer without a deadline -- every contended acquire() -- queues
@@ -808,8 +838,10 @@ class _Waiters:
         """The consumer leaves without resuming (cancelled, failed): a unit
         served to it meanwhile goes on (:meth:`give_back`)."""
         if _served(fut):
-            self.give_back(fut.result())
+            self.give_back(fut.result(), fut in self.booked)
             self.served -= 1
+        self.holds.discard(fut)
+        self.booked.discard(fut)
         self.discard(fut)
 
 
@@ -909,7 +941,7 @@ class _TrioWaiters:
             # (and the books of holders found dead) before trying again.
             self.ev._look()
 
-    async def _consume(self) -> int:
+    async def _consume(self, hold: bool = False) -> int:
         import trio
         async with self.lock:
             # Taking trio's lock ends in a shielded checkpoint: a scope
@@ -917,7 +949,8 @@ class _TrioWaiters:
             # cancel this task before it reads, not after (anyio's
             # test_cancel_during_acquire).
             await trio.lowlevel.checkpoint_if_cancelled()
-            try_read = self.ev._try_read
+            # A unit the task holds is booked as it is read.
+            try_read = self.ev._try_read_hold if hold else self.ev._try_read
             slept = False
             try:
                 while True:
@@ -960,11 +993,12 @@ class _TrioWaiters:
                 notified = self.watchers.pop(scope)
         return notified
 
-    async def take(self) -> Any:
-        """``wait(None, True)``, as :meth:`_Waiters.take`."""
-        return await self.wait(None, True)
+    async def take(self, hold: bool = False) -> Any:
+        """``wait(None, True, hold)``: efd.aio's acquire under trio."""
+        return await self.wait(None, True, hold)
 
-    async def wait(self, timeout: Optional[float], consume: bool) -> Any:
+    async def wait(self, timeout: Optional[float], consume: bool,
+                   hold: bool = False) -> Any:
         """Queue the running task and wait; see :func:`wait`."""
         import trio
         self.users += 1
@@ -972,11 +1006,12 @@ class _TrioWaiters:
             self.consumers += 1
         try:
             if timeout is None:
-                return await (self._consume() if consume else self._watch())
+                return await (self._consume(hold) if consume
+                              else self._watch())
             deadline = time.monotonic() + timeout
             while True:
                 with trio.move_on_after(deadline - time.monotonic()):
-                    return await (self._consume() if consume
+                    return await (self._consume(hold) if consume
                                   else self._watch())
                 if time.monotonic() >= deadline:
                     return None
@@ -1155,8 +1190,13 @@ def hand_off(ev: "EventFD", check: Any = None, hint: Any = None) -> bool:
         return False
     if check is not None:
         check()
+    fut = queue[0]
+    if record.holds and fut in record.holds:
+        ev._book(1)             # the task holds it: booked before it is its
+        record.booked.add(fut)
+    queue.popleft()
     record.served += 1
-    queue.popleft().set_result(1)
+    fut.set_result(1)
     return True
 
 
@@ -1222,7 +1262,8 @@ def queued(ev: "EventFD") -> bool:
     return record is not None and record.busy()
 
 
-async def wait(ev: "EventFD", timeout: Optional[float], consume: bool) -> Any:
+async def wait(ev: "EventFD", timeout: Optional[float], consume: bool,
+               hold: bool = False) -> Any:
     """Wait in the running loop until ``ev`` serves this task, or polls
     readable.
 
@@ -1237,6 +1278,8 @@ async def wait(ev: "EventFD", timeout: Optional[float], consume: bool) -> Any:
             this loop's consumers; False to be told when the descriptor
             polls readable (or :func:`notify_watchers` is called), taking
             nothing (with every other watcher).
+        hold: (``consume`` only) book what is read to this process in the
+            same step, as ``acquire(undo=True)`` does: the caller holds it.
 
     Returns:
         The value read (``consume``), True (not ``consume``), or None when
@@ -1248,7 +1291,7 @@ async def wait(ev: "EventFD", timeout: Optional[float], consume: bool) -> Any:
         RuntimeError: No supported async library runs the task.
     """
     record = record_for(ev)
-    return await record.wait(timeout, consume)
+    return await record.wait(timeout, consume, hold)
 
 
 def notify_watchers(ev: "EventFD") -> None:

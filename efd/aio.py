@@ -275,7 +275,7 @@ class Semaphore(_Base):
         if not _try_acquire(self._core, False):
             raise WouldBlock
 
-    async def acquire(self) -> bool:
+    async def acquire(self, *, _hold: bool = False) -> bool:
         """Take a unit, waiting for one in the running loop.
 
         Under asyncio and uvloop a unit that is there (with no task of this
@@ -308,14 +308,14 @@ class Semaphore(_Base):
                 await fam.checkpoint_if_cancelled()
                 fam, rec = _aio.arrive(ev)  # others may have come meanwhile
             if rec is None:
-                if _try_acquire(self._core, False):
+                if _try_acquire(self._core, False, undo=_hold):
                     self._rec = None
                     if fam.checkpoints:
                         await fam.cancel_shielded_checkpoint()
                     return True
                 rec = _aio.record_for(ev)
             if type(rec) is not _Waiters:   # trio's: never a hint
-                await rec.take()
+                await rec.take(_hold)
                 return True
         # Queue behind the tasks of this loop (asyncio, uvloop).
         if ev.closed:
@@ -328,6 +328,8 @@ class Semaphore(_Base):
         self._rec = rec
         fut = rec.loop.create_future()
         rec.consumers.append(fut)
+        if _hold:
+            rec.holds.add(fut)      # the reader books it as it takes it
         try:
             if not rec.reading or rec.watchers:
                 rec.watch()
@@ -337,6 +339,12 @@ class Semaphore(_Base):
             if not (rec.consumers or rec.served):
                 self._rec = None    # settled: keep no idle record (loop)
             raise
+        if _hold:
+            rec.holds.discard(fut)
+            if fut in rec.booked:
+                rec.booked.discard(fut)
+            else:
+                ev._book(1)         # handed on plainly: booked now
         rec.served -= 1
         if not rec.consumers:
             if not rec.watchers:
@@ -379,11 +387,13 @@ class Semaphore(_Base):
 
     async def __aenter__(self) -> None:
         # The block holds its unit: booked to this process where the
-        # backend keeps books, so that it comes back if the process dies
-        # inside.  (Taken, then booked, with no await between: only a
-        # death in those two calls loses it.)
-        await self.acquire()
-        self._ev._hold_block()
+        # backend keeps books (_can_hold(): else it consumes, as before,
+        # and says so once), so that it comes back if the process dies
+        # inside.  Booked in the step that takes it, whoever takes it
+        # (the fast path, the loop's reader, trio's head task).
+        ev = self._ev
+        await self.acquire(_hold=ev._can_hold())
+        ev._block_enter()
 
     async def __aexit__(self, exc_type: Optional[Type[BaseException]],
                         exc: Optional[BaseException],

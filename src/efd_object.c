@@ -516,16 +516,15 @@ eventfd_read_method(eventfd_object *self, PyObject *Py_UNUSED(ignored))
     return PyLong_FromUnsignedLongLong(value);
 }
 
-/* _try_read() -> int or None: one non-blocking read, whatever `nonblocking`
- * says.  For the async layer, which does its own waiting, and calls it when
- * the loop reports the descriptor readable. */
+/* One non-blocking read of `op` (EFD_OP_READ, booked or not), whatever
+ * `nonblocking` says: the value, or None.  For the async layer, which
+ * does its own waiting, and reads when the loop reports the descriptor
+ * readable. */
 static PyObject *
-eventfd_try_read(eventfd_object *self, PyObject *Py_UNUSED(ignored))
+try_read_op(eventfd_object *self, int op)
 {
     uint64_t value = 0;
-    int r;
-    CHECK_OPEN(self);
-    r = efd_wait(self, EFD_OP_READ, &value, 0, EFD_FOREVER);
+    int r = efd_wait(self, op, &value, 0, EFD_FOREVER);
     if (r < 0)
         return NULL;
     if (r == 0) {
@@ -537,6 +536,28 @@ eventfd_try_read(eventfd_object *self, PyObject *Py_UNUSED(ignored))
         Py_RETURN_NONE;
     }
     return PyLong_FromUnsignedLongLong(value);
+}
+
+/* _try_read() -> int or None: one non-blocking read. */
+static PyObject *
+eventfd_try_read(eventfd_object *self, PyObject *Py_UNUSED(ignored))
+{
+    CHECK_OPEN(self);
+    return try_read_op(self, EFD_OP_READ);
+}
+
+/* _try_read_hold() -> int or None: _try_read(), the value booked to this
+ * process in the same step (efd_books.c): an event loop's reader taking
+ * a unit for a task that holds it (a `with` block, undo=True), so that no
+ * death between the take and the task's resumption loses it.  ValueError
+ * (and nothing taken) where the books cannot be kept. */
+static PyObject *
+eventfd_try_read_hold(eventfd_object *self, PyObject *Py_UNUSED(ignored))
+{
+    CHECK_OPEN(self);
+    if (efd_can_hold(self, 1) < 0)
+        return NULL;
+    return try_read_op(self, EFD_OP_READ | EFD_OP_HOLD);
 }
 
 /* _wait_readable(timeout=None) -> bool: wait until fileno() polls readable
@@ -692,22 +713,6 @@ eventfd_book(eventfd_object *self, PyObject *arg)
         return NULL;
     if ((err = efd_books_book(&self->impl, n)) != 0)
         return efd_err_errno(err);
-    Py_RETURN_NONE;
-}
-
-/* _hold_block(): an `async with` block of efd.aio took its unit (a plain
- * take, in its loop): book it to this process where the books allow, and
- * count the block -- one call, on the path of every block. */
-static PyObject *
-eventfd_hold_block(eventfd_object *self, PyObject *Py_UNUSED(ignored))
-{
-    int hold, err;
-    CHECK_OPEN(self);
-    if ((hold = efd_can_hold(self, 0)) < 0)
-        return NULL;
-    if (hold && (err = efd_books_book(&self->impl, 1)) != 0)
-        return efd_err_errno(err);
-    efd_block_enter(self);
     Py_RETURN_NONE;
 }
 
@@ -1179,6 +1184,9 @@ static PyMethodDef eventfd_methods[] = {
      "table, for pickles made and loaded in this process."},
     {"_try_read", (PyCFunction)eventfd_try_read, METH_NOARGS,
      "_try_read($self, /)\n--\n\nOne non-blocking read: the value taken, or None."},
+    {"_try_read_hold", (PyCFunction)eventfd_try_read_hold, METH_NOARGS,
+     "_try_read_hold($self, /)\n--\n\n_try_read(), the value booked to this "
+     "process in the same step (ValueError where no books are kept)."},
     {"_wait_readable", (PyCFunction)(void (*)(void))eventfd_wait_readable,
      FASTKW,
      "_wait_readable($self, /, timeout=None)\n--\n\n"
@@ -1215,9 +1223,6 @@ static PyMethodDef eventfd_methods[] = {
      "_can_hold($self, strict=False, /)\n--\n\nWhether reads can be "
      "booked here (claims this process's holder slot on first use); "
      "strict: raise, naming why, instead of False."},
-    {"_hold_block", (PyCFunction)eventfd_hold_block, METH_NOARGS,
-     "_hold_block($self, /)\n--\n\nAn efd.aio block took its unit: book "
-     "it where the books allow, and count the block."},
     {"_unhold_block", (PyCFunction)eventfd_unhold_block, METH_NOARGS,
      "_unhold_block($self, /)\n--\n\nAn efd.aio block ends: 0 release "
      "nothing (a fork child), 1 release through the count, 2 release."},

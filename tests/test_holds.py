@@ -219,6 +219,82 @@ def test_a_killed_holders_unit_comes_back(backend, how):
     sem.close()
 
 
+@pytest.mark.parametrize("how", ["acquire_async undo", "async with",
+                                 "aio async with", "trio acquire_async undo",
+                                 "trio aio async with"])
+@pytest.mark.parametrize("backend_name", BOOKED)
+def test_a_loop_killed_after_its_reader_took_the_unit_gives_it_back(
+        backend_name, how):
+    """A task holds what it waits for (``undo=True``, ``async with``): the
+    loop's reader -- or, under trio, the task itself -- books the unit in
+    the same step as it takes it, so a process killed right after the take,
+    before the task resumes, gives it back.  (It was booked when the task
+    resumed: a death in between lost it.)"""
+    if not _booked(backend_name):
+        pytest.skip("no books here (python -m efd)")
+    trio_run = how.startswith("trio")
+    if trio_run:
+        trio = pytest.importorskip("trio")
+    aio = "aio" in how.split()
+    sem = (efd.aio.Semaphore if aio else efd.Semaphore)(0,
+                                                        backend=backend_name)
+
+    def die_after(take):
+        # The death this test is about: right after a take that got a unit.
+        def taken(*args):
+            value = take(*args)
+            if value:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return value
+        return taken
+
+    def body(w):
+        from efd import _aio
+        if trio_run:
+            efd.EventFD._try_read = die_after(efd.EventFD._try_read)
+            efd.EventFD._try_read_hold = die_after(
+                efd.EventFD._try_read_hold)
+        else:
+            ready = _aio._Waiters._ready
+
+            def served_then_die(self):
+                ready(self)
+                if self.served:         # a task has its unit, not resumed
+                    os.kill(os.getpid(), signal.SIGKILL)
+            _aio._Waiters._ready = served_then_die
+
+        async def hold():
+            if "async with" in how:
+                async with sem:
+                    pass
+            else:
+                await sem.acquire_async(undo=True)
+
+        async def main_asyncio():
+            task = asyncio.ensure_future(hold())
+            await asyncio.sleep(0.2)
+            os.write(w, b"x")
+            await asyncio.wait_for(task, PROMPT)
+
+        async def main_trio():
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(hold)
+                await trio.sleep(0.2)
+                os.write(w, b"x")
+        if trio_run:
+            trio.run(main_trio)
+        else:
+            asyncio.run(main_asyncio())
+
+    pid, r = _child(body)
+    _wait_ready(r)                      # its task waits
+    sem.release()
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    assert sem.value == 1               # booked, so settled: not lost
+    sem.close()
+
+
 @pytest.mark.parametrize("backend_name", BOOKED)
 def test_a_sleeping_waiter_in_another_process_gets_the_unit(backend_name):
     """The waiter is blocked before the holder dies (nobody looks at the
