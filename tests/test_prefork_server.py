@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 
 import pytest
 
@@ -90,35 +91,63 @@ def _get(port, path, timeout=10.0):
         conn.close()
 
 
+def _group_states(pgid):
+    """Each process of group `pgid`: its state (T: stopped), where it
+    sleeps in the kernel, and its signals (blocked, pending, ignored)."""
+    states, stopped = "", False
+    for pid in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/stat" % pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if int(fields[2]) != pgid:
+                continue
+            with open("/proc/%s/wchan" % pid) as f:
+                wchan = f.read()
+            with open("/proc/%s/status" % pid) as f:
+                sig = " ".join(line.strip() for line in f
+                               if line.startswith(("SigBlk", "SigPnd",
+                                                   "ShdPnd", "SigIgn",
+                                                   "TracerPid")))
+            stopped = stopped or fields[0] in "tT"
+            states += "pid %s state %s wchan %s %s\n" % (pid, fields[0],
+                                                         wchan, sig)
+        except (OSError, ValueError, IndexError):
+            pass
+    return states, stopped
+
+
 def _wait_for(pred, seconds, what, server=None, log=None):
     deadline = time.monotonic() + seconds
     last = None
+    continued = ""
     while time.monotonic() < deadline:
         try:
             if pred():
+                if continued:
+                    # Stopped by a signal from outside the test (nothing
+                    # here sends one to the server): say so, loudly.
+                    warnings.warn("the gunicorn server was stopped (state "
+                                  "T) and answered once continued:\n"
+                                  + continued)
                 return
         except OSError as exc:
             last = exc
         if server is not None and server.poll() is not None:
             break                       # the server is gone: say why
+        if (server is not None and not continued
+                and time.monotonic() > deadline - seconds / 2):
+            states, stopped = _group_states(server.pid)
+            if stopped:
+                # Half the time gone and a process of the server stopped
+                # (CI: a hang that answered neither SIGTERM nor SIGABRT):
+                # continue it, once, and look again.
+                continued = states
+                os.killpg(server.pid, signal.SIGCONT)
         time.sleep(0.05)
     hung = server is not None and server.poll() is None
-    states = ""
+    states = continued and "stopped, then continued:\n" + continued
     if hung:
-        # Each process of the server's group: its state (T: stopped) and
-        # where it sleeps in the kernel.
-        for pid in os.listdir("/proc"):
-            try:
-                with open("/proc/%s/stat" % pid) as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                if int(fields[2]) != server.pid:        # its group
-                    continue
-                with open("/proc/%s/wchan" % pid) as f:
-                    wchan = f.read()
-                states += "pid %s state %s wchan %s\n" % (pid, fields[0],
-                                                           wchan)
-            except (OSError, ValueError, IndexError):
-                pass
+        states += _group_states(server.pid)[0]
         # Still running, not answering: have every process of the server
         # dump its Python threads (faulthandler, PYTHONFAULTHANDLER=1) into
         # the log before saying so.
