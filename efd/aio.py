@@ -37,6 +37,7 @@ of one loop, not between processes.  In-process hand-offs are bounded
 (:data:`HANDOFF_RUN` in a row, while anyone else may wait) so that waiters
 of other processes, threads and loops are not starved by a busy loop.
 """
+import inspect
 import sys
 from typing import (Any, Callable, NamedTuple, Optional, Tuple, Type,
                     TypeVar)
@@ -415,6 +416,14 @@ class Semaphore(_Base):
                              % type(self).__name__)
         self._run = 0
         _core_release(self._core)
+
+
+# acquire()'s `_hold` is __aenter__'s alone: what help() and the docs show
+# is asyncio's signature.
+Semaphore.acquire.__signature__ = (  # type: ignore[attr-defined]
+    inspect.signature(Semaphore.acquire).replace(
+        parameters=list(inspect.signature(
+            Semaphore.acquire).parameters.values())[:1]))
 
 
 class BoundedSemaphore(Semaphore):
