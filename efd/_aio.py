@@ -742,18 +742,29 @@ class _Waiters:
         to a consumer that holds what it takes: a plain consumer's unit
         must not come back if the process dies, so it goes back to the
         counter then (a release by a holder takes it off the books in the
-        same step) and the consumer waits on.
+        same step) and the consumer waits on.  A plain value going to a
+        holder is booked first.
         """
         queue = self.consumers
         while queue and queue[0].done():
             queue.popleft()
-        if queue and (not booked or queue[0] in self.holds):
-            fut = queue.popleft()
-            self.served += 1
-            if booked:
-                self.booked.add(fut)
-            fut.set_result(value)
-            return
+        holder = bool(queue) and queue[0] in self.holds
+        if queue and (holder or not booked):
+            fut = queue[0]
+            try:
+                if holder and not booked:
+                    # Booked before it is the holder's, as the reader and
+                    # hand_off() do: no death until it resumes loses it.
+                    self.ev._book(value)
+            except (OSError, ValueError):
+                pass        # closed: its waiters fail; the count takes it
+            else:
+                queue.popleft()
+                self.served += 1
+                if holder:
+                    self.booked.add(fut)
+                fut.set_result(value)
+                return
         try:
             self.ev.release(value)
         except (OSError, ValueError) as exc:

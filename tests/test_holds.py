@@ -295,6 +295,67 @@ def test_a_loop_killed_after_its_reader_took_the_unit_gives_it_back(
     sem.close()
 
 
+@pytest.mark.parametrize("how", ["reader", "aio reader", "aio hand-off"])
+@pytest.mark.parametrize("backend_name", BOOKED)
+def test_a_unit_passed_on_to_a_holder_is_booked_before_it_is_theirs(
+        backend_name, how):
+    """A plain task is served a unit (by the loop's reader, or an efd.aio
+    release handing it over) and cancelled before it resumes: the unit
+    goes on to the next queued task, a holder (``async with``), booked
+    before it is the holder's -- so a death before the holder resumes
+    gives it back.  (It was booked only when the holder resumed.)"""
+    if not _booked(backend_name):
+        pytest.skip("no books here (python -m efd)")
+    aio = how.startswith("aio")
+    sem = (efd.aio.BoundedSemaphore if aio else efd.BoundedSemaphore)(
+        1, backend=backend_name)
+    ev = sem._ev
+    assert ev.acquire(False)            # count 0; the unit is plainly ours
+
+    def body(w):
+        from efd import _aio
+        plain_task = []
+        ready = _aio._Waiters._ready
+
+        def serve_then_cancel(self):    # the reader serves it: cancel it
+            ready(self)
+            if self.served and plain_task:
+                plain_task[0].cancel()
+        _aio._Waiters._ready = serve_then_cancel
+
+        async def plain():
+            try:
+                await (sem.acquire() if aio else sem.acquire_async())
+            except asyncio.CancelledError:
+                # Its unit went on to the holder, which has not resumed.
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        async def holder():
+            async with sem:
+                pass
+
+        async def main():
+            plain_task.append(asyncio.ensure_future(plain()))
+            await asyncio.sleep(0.05)
+            asyncio.ensure_future(holder())
+            await asyncio.sleep(0.05)
+            os.write(w, b"x")
+            if how == "aio hand-off":
+                sem.release()           # straight to the plain task
+                plain_task[0].cancel()
+            else:
+                ev.release()            # into the count: the reader serves
+            await asyncio.sleep(PROMPT)
+        asyncio.run(main())
+
+    pid, r = _child(body)
+    _wait_ready(r)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    assert sem.value == 1
+    sem.close()
+
+
 @pytest.mark.parametrize("backend_name", BOOKED)
 def test_a_sleeping_waiter_in_another_process_gets_the_unit(backend_name):
     """The waiter is blocked before the holder dies (nobody looks at the
