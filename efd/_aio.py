@@ -376,7 +376,7 @@ class _Waiters:
     __slots__ = ("ev", "loop", "thread", "tid_attr", "fd", "key",
                  "consumers", "watchers", "served", "reading", "exclusive",
                  "recheck", "poller", "plain_only", "paused", "stale_runs",
-                 "sleeper", "ring", "holds", "booked")
+                 "sleeper", "ring", "holds")
 
     def __init__(self, ev: "EventFD", loop: asyncio.AbstractEventLoop) -> None:
         self.ev = ev
@@ -409,12 +409,13 @@ class _Waiters:
         self.sleeper: Any = None
         self.ring = False
         # Consumers that hold what they take (a `with` block, undo=True):
-        # the reader books their unit to this process in the same step as
-        # it takes it (EventFD._try_read_hold), so that no death before
-        # the task resumes loses it; and the served ones whose unit is
-        # booked so (a unit passed on from elsewhere may not be).
+        # whoever serves one books its unit to this process before it is
+        # theirs -- the reader in the same step as it takes it
+        # (EventFD._try_read_hold), give_back() and hand_off() before they
+        # pass one on -- so that no death before the task resumes loses
+        # it.  So a served consumer's unit is booked exactly when the
+        # consumer is in `holds`.
         self.holds: Set["asyncio.Future[Any]"] = set()
-        self.booked: Set["asyncio.Future[Any]"] = set()
 
     def busy(self) -> bool:
         """Whether a newcomer must queue: consumers wait or were served.
@@ -638,8 +639,6 @@ class _Waiters:
                 queue.popleft()
                 self.served += 1
                 took = True
-                if hold:
-                    self.booked.add(fut)
                 fut.set_result(value)
             if took and queue and self.exclusive:
                 # Still waiting: go to the back of the kernel's line for
@@ -761,8 +760,6 @@ class _Waiters:
             else:
                 queue.popleft()
                 self.served += 1
-                if holder:
-                    self.booked.add(fut)
                 fut.set_result(value)
                 return
         try:
@@ -816,16 +813,13 @@ class _Waiters:
                 deadline = time.monotonic() + timeout
                 timer[0] = self.loop.call_later(timeout, self._expire, fut,
                                                 deadline, timer)
-            value = await fut
-            if hold and value is not None and fut not in self.booked:
-                # Handed on plainly (a task's release of this process):
-                # booked now.
-                self.ev._book(value)
-            return value
+            # A holder's unit is booked by whoever served it (_ready,
+            # give_back, hand_off).
+            return await fut
         except BaseException:
             if consume and _served(fut):
                 # Served, but cancelled before it could resume: pass it on.
-                self.give_back(fut.result(), fut in self.booked)
+                self.give_back(fut.result(), fut in self.holds)
             raise
         finally:
             if timer[0] is not None:
@@ -834,7 +828,6 @@ class _Waiters:
                 self.served -= 1
             if hold:
                 self.holds.discard(fut)
-                self.booked.discard(fut)
             self.discard(fut)
 
     # A consumer without a deadline -- every contended acquire() -- queues
@@ -849,10 +842,9 @@ class _Waiters:
         """The consumer leaves without resuming (cancelled, failed): a unit
         served to it meanwhile goes on (:meth:`give_back`)."""
         if _served(fut):
-            self.give_back(fut.result(), fut in self.booked)
+            self.give_back(fut.result(), fut in self.holds)
             self.served -= 1
         self.holds.discard(fut)
-        self.booked.discard(fut)
         self.discard(fut)
 
 
@@ -1204,7 +1196,6 @@ def hand_off(ev: "EventFD", check: Any = None, hint: Any = None) -> bool:
     fut = queue[0]
     if record.holds and fut in record.holds:
         ev._book(1)             # the task holds it: booked before it is its
-        record.booked.add(fut)
     queue.popleft()
     record.served += 1
     fut.set_result(1)

@@ -340,12 +340,8 @@ class Semaphore(_Base):
             if not (rec.consumers or rec.served):
                 self._rec = None    # settled: keep no idle record (loop)
             raise
-        if _hold:
+        if _hold:                   # booked by whoever served it
             rec.holds.discard(fut)
-            if fut in rec.booked:
-                rec.booked.discard(fut)
-            else:
-                ev._book(1)         # handed on plainly: booked now
         rec.served -= 1
         if not rec.consumers:
             if not rec.watchers:
