@@ -672,13 +672,13 @@ def test_a_fork_does_not_wait_for_helpers_parked_while_it_stops_others(
             async def main():
                 while not stop:
                     for s in sems:
-                        await once(s)
-                    cycles[0] += 1
+                        await once(s)   # about 200 ms each (the shim)
+                        cycles[0] += 1
             asyncio.run(main())
 
         t = threading.Thread(target=churn)
         t.start()
-        while cycles[0] < 1:
+        while cycles[0] < 10:           # every one of the ten parked
             time.sleep(0.01)
         before = cycles[0]
         stopped = _efd._before_fork()       # each stop: 200 ms (the shim)
