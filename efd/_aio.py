@@ -756,7 +756,7 @@ class _Waiters:
                     # hand_off() do: no death until it resumes loses it.
                     self.ev._book(value)
             except (OSError, ValueError):
-                pass        # closed: its waiters fail; the count takes it
+                pass        # not bookable (closed): the count's, below
             else:
                 queue.popleft()
                 self.served += 1

@@ -309,7 +309,8 @@ class Semaphore(_Base):
                 await fam.checkpoint_if_cancelled()
                 fam, rec = _aio.arrive(ev)  # others may have come meanwhile
             if rec is None:
-                if _try_acquire(self._core, False, undo=_hold):
+                if (_try_acquire(self._core, False, undo=True) if _hold
+                        else _try_acquire(self._core, False)):
                     self._rec = None
                     if fam.checkpoints:
                         await fam.cancel_shielded_checkpoint()
@@ -416,10 +417,10 @@ class Semaphore(_Base):
 
 # acquire()'s `_hold` is __aenter__'s alone: what help() and the docs show
 # is asyncio's signature.
-Semaphore.acquire.__signature__ = (  # type: ignore[attr-defined]
-    inspect.signature(Semaphore.acquire).replace(
-        parameters=list(inspect.signature(
-            Semaphore.acquire).parameters.values())[:1]))
+_ACQUIRE = inspect.signature(Semaphore.acquire)
+Semaphore.acquire.__signature__ = _ACQUIRE.replace(  # type: ignore
+    parameters=[_ACQUIRE.parameters["self"]])
+del _ACQUIRE
 
 
 class BoundedSemaphore(Semaphore):

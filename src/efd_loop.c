@@ -56,18 +56,6 @@ efd_loop_ring_probe(efd_state *st)
     return st->loop_ring;
 }
 
-static void
-unlink_loop(loop_object *self)
-{
-    if (self->pprev != NULL) {
-        *self->pprev = self->next;
-        if (self->next != NULL)
-            self->next->pprev = self->pprev;
-        self->next = NULL;
-        self->pprev = NULL;
-    }
-}
-
 /* ---- the helper's life ----------------------------------------------- */
 
 /* EFD_LOOP_SLEEP=ring in the environment: loops sleep through a ring even
@@ -198,24 +186,14 @@ park(efd_helper *h, eventfd_object *ev, efd_helper **ref, PyObject *holder,
     h->park_ref = ref;
     h->park_holder = holder;
     h->park_epoch = epoch;
-    h->park_pprev = &st->parked;
-    h->park_next = st->parked;
-    if (st->parked != NULL)
-        st->parked->park_pprev = &h->park_next;
-    st->parked = h;
+    EFD_LIST_PUSH(st->parked, h, park_next, park_pprev);
 }
 
 /* Off the list (where it is on it): about to work, or to be stopped. */
 static void
 unpark(efd_helper *h)
 {
-    if (h->park_pprev != NULL) {
-        *h->park_pprev = h->park_next;
-        if (h->park_next != NULL)
-            h->park_next->park_pprev = h->park_pprev;
-        h->park_next = NULL;
-        h->park_pprev = NULL;
-    }
+    EFD_LIST_UNLINK(h, park_next, park_pprev);
 }
 
 /* The object keeps `h`, rested, for its next loop sleeper. */
@@ -300,7 +278,7 @@ finish(loop_object *self, int pass_on)
     eventfd_object *ev = self->ev;
     /* Off the object's list first: stopping a helper lets go of the GIL,
      * and nobody may find this sleeper meanwhile. */
-    unlink_loop(self);
+    EFD_LIST_UNLINK(self, next, pprev);
     if (self->helped)
         finish_helper(self, ev);
     else if (ev != NULL && self->epoch == efd_process_epoch()) {
@@ -423,11 +401,7 @@ efd_loop_sleeper_new(eventfd_object *ev)
     }
     Py_INCREF(ev);
     self->ev = ev;
-    self->next = ev->loops;
-    if (ev->loops != NULL)
-        ev->loops->pprev = &self->next;
-    ev->loops = self;
-    self->pprev = &ev->loops;
+    EFD_LIST_PUSH(ev->loops, self, next, pprev);
     return (PyObject *)self;
 }
 

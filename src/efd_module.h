@@ -49,6 +49,28 @@ typedef struct {
     struct efd_helper *parked;
 } efd_state;
 
+/* The intrusive lists of this module (an object's waiters and loop
+ * sleepers, an interpreter's parked helpers): each node has a `next` and
+ * a back pointer `pprev` to whatever points at it, so that it unlinks
+ * itself without its list.  Changed with the GIL held only. */
+#define EFD_LIST_PUSH(head, node, next, pprev) do {                     \
+        (node)->next = (head);                                          \
+        (node)->pprev = &(head);                                        \
+        if ((head) != NULL)                                             \
+            (head)->pprev = &(node)->next;                              \
+        (head) = (node);                                                \
+    } while (0)
+/* Unlink `node` if it is on a list (pprev != NULL), and mark it off. */
+#define EFD_LIST_UNLINK(node, next, pprev) do {                         \
+        if ((node)->pprev != NULL) {                                    \
+            *(node)->pprev = (node)->next;                              \
+            if ((node)->next != NULL)                                   \
+                (node)->next->pprev = (node)->pprev;                    \
+            (node)->next = NULL;                                        \
+            (node)->pprev = NULL;                                       \
+        }                                                               \
+    } while (0)
+
 /* One thread waiting in efd_wait() with the GIL released.  The record is
  * linked into its object's list (with the GIL held) for as long as it
  * waits.  Each waiter polls a wake descriptor of its

@@ -129,20 +129,14 @@ open_channel(eventfd_object *self, int *rfd, int *wfd)
 static void
 link_waiter(eventfd_object *self, efd_waiter *w)
 {
-    w->next = self->waiters;
-    w->pprev = &self->waiters;
-    if (self->waiters != NULL)
-        self->waiters->pprev = &w->next;
-    self->waiters = w;
+    EFD_LIST_PUSH(self->waiters, w, next, pprev);
     self->users++;
 }
 
 static void
 unlink_waiter(efd_waiter *w)
 {
-    *w->pprev = w->next;
-    if (w->next != NULL)
-        w->next->pprev = w->pprev;
+    EFD_LIST_UNLINK(w, next, pprev);
 }
 
 /* A record of a parent's thread that does not exist here: close this

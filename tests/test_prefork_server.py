@@ -119,7 +119,7 @@ def _group_states(pgid):
 def _wait_for(pred, seconds, what, server=None, log=None):
     deadline = time.monotonic() + seconds
     last = None
-    continued = ""
+    continued, looked = "", False
     while time.monotonic() < deadline:
         try:
             if pred():
@@ -134,13 +134,14 @@ def _wait_for(pred, seconds, what, server=None, log=None):
             last = exc
         if server is not None and server.poll() is not None:
             break                       # the server is gone: say why
-        if (server is not None and not continued
+        if (server is not None and not looked
                 and time.monotonic() > deadline - seconds / 2):
+            looked = True
             states, stopped = _group_states(server.pid)
             if stopped:
                 # Half the time gone and a process of the server stopped
                 # (CI: a hang that answered neither SIGTERM nor SIGABRT):
-                # continue it, once, and look again.
+                # continue it, and look again.
                 continued = states
                 os.killpg(server.pid, signal.SIGCONT)
         time.sleep(0.05)
