@@ -105,12 +105,27 @@ int efd_explore_sleepers(efd_impl *impl, int kind);   /* efd_futex.c */
 
 enum { ST_RUNNABLE, ST_BLOCKED, ST_DONE, ST_DEAD };
 
+/* The thread that plays actor slot i, kept from one schedule to the next.
+ * Only a death ends one (pthread_exit() at a point); an actor that finishes
+ * its body waits for the next schedule.  A search runs hundreds of
+ * thousands of schedules: with a thread or three made and ended for each,
+ * the kernel's deferred freeing of their stacks (after an RCU grace period,
+ * by a workqueue) fell minutes behind on a 2-CPU machine, and the whole
+ * machine stalled with it -- other CI lanes' processes sat runnable and
+ * unanswering for a minute (test_prefork_server's gunicorn). */
+typedef struct {
+    pthread_t thread;
+    sem_t go;                       /* the scheduler lets it run */
+    _Atomic long tid;               /* its kernel thread id (0: not yet) */
+    int exists;                     /* started, not died */
+    ex_actor *actor;                /* whom it plays in this schedule */
+} ex_thread;
+
 struct ex_actor {
     int id;
     char name;                      /* 'A', 'B', 'C' */
     ex_body body;
-    pthread_t thread;
-    sem_t go;                       /* the scheduler lets it run */
+    ex_thread *th;                  /* its thread (threads[id]) */
     int state;
     int die;                        /* told to die at its next resume */
     /* the futex model */
@@ -130,7 +145,6 @@ struct ex_actor {
     int untimed;                    /* act_acquire_untimed() */
     int64_t inflight;               /* change an operation may be making */
     int gave_up;
-    _Atomic long tid;               /* its kernel thread id (0: not yet) */
     /* A loop's ring (efd_ring.c, modelled): the FUTEX_WAIT in flight,
      * queued on ring_word until a FUTEX_WAKE picks it or a cancel takes
      * it off -- and, as the kernel keeps a killed process's requests
@@ -208,6 +222,7 @@ static struct {
 } S;
 
 static __thread ex_actor *self_actor;
+static ex_thread threads[MAX_ACTORS];
 static const volatile uint32_t proc_zero = 0;
 
 /* ---- small helpers ----------------------------------------------------- */
@@ -332,10 +347,11 @@ static void
 yield_to_scheduler(ex_actor *a)
 {
     sem_post(&R.sched);
-    while (sem_wait(&a->go) < 0)
+    while (sem_wait(&a->th->go) < 0)
         ;
     if (a->die) {
         a->state = ST_DEAD;
+        a->th->exists = 0;
         sem_post(&R.sched);
         pthread_exit(NULL);
     }
@@ -352,18 +368,26 @@ efd_explore_point(const char *name)
     yield_to_scheduler(a);
 }
 
+/* An actor's thread: plays its slot's actor in schedule after schedule,
+ * until it dies at a point.  The scheduler names the actor (th->actor)
+ * before the first go of each schedule. */
 static void *
 actor_main(void *arg)
 {
-    ex_actor *a = arg;
-    self_actor = a;
-    a->tid = syscall(SYS_gettid);
-    while (sem_wait(&a->go) < 0)
-        ;
-    a->body(a);
-    a->state = ST_DONE;
-    trace_add(a->id, TR_NOTE, "done", NOVAL);
-    sem_post(&R.sched);
+    ex_thread *th = arg;
+    th->tid = syscall(SYS_gettid);
+    for (;;) {
+        ex_actor *a;
+        while (sem_wait(&th->go) < 0)
+            ;
+        a = th->actor;
+        self_actor = a;
+        a->body(a);
+        self_actor = NULL;
+        a->state = ST_DONE;
+        trace_add(a->id, TR_NOTE, "done", NOVAL);
+        sem_post(&R.sched);
+    }
     return NULL;
 }
 
@@ -379,7 +403,7 @@ efd_explore_alive(long tgid, long tid)
     if (tgid != (long)getpid())
         return tgid > 0 && tid > 0 && kill((pid_t)tgid, 0) == 0;
     for (i = 0; i < R.n; i++)
-        if (R.actors[i].tid == tid)
+        if (R.actors[i].th->tid == tid)
             return R.actors[i].state != ST_DEAD;
     return 1;
 }
@@ -1237,12 +1261,14 @@ decide(const ex_opt *o, int n, const char *where)
     return d->chosen;
 }
 
+/* A dead actor's thread has ended: reap it (the next schedule starts a
+ * new one for the slot).  A finished one waits for the next schedule. */
 static void
 join_if_gone(ex_actor *a)
 {
-    if (a->state == ST_DONE || a->state == ST_DEAD) {
-        pthread_join(a->thread, NULL);
-        sem_destroy(&a->go);
+    if (a->state == ST_DEAD) {
+        pthread_join(a->th->thread, NULL);
+        sem_destroy(&a->th->go);
     }
 }
 
@@ -1256,7 +1282,7 @@ apply(const ex_opt *o)
         if (o->cost)
             trace_add(a->id, TR_SCHED, "preempts", 0);
         R.cur = a->id;
-        sem_post(&a->go);
+        sem_post(&a->th->go);
         sched_wait();
         join_if_gone(a);
         break;
@@ -1264,7 +1290,7 @@ apply(const ex_opt *o)
         trace_add(a->id, TR_SCHED, "dies here", 0);
         R.died = a->id;
         a->die = 1;
-        sem_post(&a->go);
+        sem_post(&a->th->go);
         sched_wait();
         join_if_gone(a);
         model_robust_death(a);
@@ -1315,7 +1341,9 @@ start_actors(const ex_scenario *sc)
     R.n = sc->nactors;
     for (i = 0; i < R.n; i++) {
         ex_actor *a = &R.actors[i];
+        ex_thread *th = &threads[i];
         memset(a, 0, sizeof(*a));
+        a->th = th;
         a->id = i;
         a->name = (char)('A' + i);
         a->body = sc->bodies[i];
@@ -1323,9 +1351,13 @@ start_actors(const ex_scenario *sc)
         a->state = ST_RUNNABLE;
         a->head.list.next = &a->head.list;
         a->head.futex_offset = -24;     /* glibc's, on x86-64 */
-        sem_init(&a->go, 0, 0);
-        if ((err = pthread_create(&a->thread, NULL, actor_main, a)) != 0)
+        th->actor = a;
+        if (th->exists)
+            continue;               /* waits on th->go, from the last one */
+        sem_init(&th->go, 0, 0);
+        if ((err = pthread_create(&th->thread, NULL, actor_main, th)) != 0)
             die_setup("pthread_create", err);
+        th->exists = 1;
     }
 }
 
