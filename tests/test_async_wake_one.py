@@ -383,15 +383,20 @@ def test_release_wakes_one_loop(backend, run_py):
             assert k // 2 <= run["wakes"] <= 2 * k + n, run
         return
     assert poll["ring"] == epoll["ring"] == [0] * n
-    # The control shows the counting sees a herd: all N wake each time.
-    assert poll["wakes"] >= k * n // 2, poll
+    # The control shows that the counting sees a herd.  All N loops are
+    # woken at each release, but one that the scheduler runs only after
+    # the winner took the unit finds nothing readable and sleeps on inside
+    # poll() uncounted (a loaded CI lane: 228 of 480), so the bar is not
+    # "all N" but twice the most that the exclusive case below may show.
+    one_per_release = 2 * k + n
+    assert poll["wakes"] > 2 * one_per_release, poll
     if not epoll["wake_one"]:
         assert epoll["exclusive"] == [0] * n, epoll
         return
     assert epoll["exclusive"] == [1] * n, "epoll loops registered plainly"
     # Exclusive: about one wake-up per release (two allowed: a loop that
     # re-registers while the count is still being read, and the edges).
-    assert k // 2 <= epoll["wakes"] <= 2 * k + n, epoll
+    assert k // 2 <= epoll["wakes"] <= one_per_release, epoll
 
 
 FAIRNESS = r'''
