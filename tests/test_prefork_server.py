@@ -96,6 +96,8 @@ def _group_states(pgid):
     sleeps in the kernel, and its signals (blocked, pending, ignored)."""
     states, stopped = "", False
     for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue                    # self, thread-self
         try:
             with open("/proc/%s/stat" % pid) as f:
                 fields = f.read().rsplit(")", 1)[1].split()
@@ -111,9 +113,35 @@ def _group_states(pgid):
             stopped = stopped or fields[0] in "tT"
             states += "pid %s state %s wchan %s %s\n" % (pid, fields[0],
                                                          wchan, sig)
+            # Where it is in the kernel (root only): its system call and
+            # kernel stack.  (CI: a master "running" for a minute that no
+            # signal reached was a whole machine's stall; see
+            # _kernel_stalls().)
+            for name in ("syscall", "stack"):
+                try:
+                    with open("/proc/%s/%s" % (pid, name)) as f:
+                        states += "  %s: %s\n" % (name, f.read().strip())
+                except OSError:
+                    pass
         except (OSError, ValueError, IndexError):
             pass
     return states, stopped
+
+
+def _kernel_stalls():
+    """The kernel's own reports of a stalled machine (workqueue lockups,
+    RCU stalls), where this user may read its log: a process of the server
+    that sits runnable and answers no signal for a minute is stuck with
+    the whole machine, not in gunicorn or efd."""
+    try:
+        out = subprocess.run(["dmesg", "-T"], capture_output=True, text=True,
+                             timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    lines = [line for line in out.splitlines()
+             if "workqueue lockup" in line or "rcu_preempt detected" in line
+             or "soft lockup" in line]
+    return "".join(line + "\n" for line in lines[-8:])
 
 
 def _wait_for(pred, seconds, what, server=None, log=None):
@@ -149,6 +177,10 @@ def _wait_for(pred, seconds, what, server=None, log=None):
     states = continued and "stopped, then continued:\n" + continued
     if hung:
         states += _group_states(server.pid)[0]
+        stalls = _kernel_stalls()
+        if stalls:
+            states += "the kernel's last stall reports (now: %s):\n%s" % (
+                time.strftime("%a %b %d %H:%M:%S %Y"), stalls)
         # Still running, not answering: have every process of the server
         # dump its Python threads (faulthandler, PYTHONFAULTHANDLER=1) into
         # the log before saying so.
