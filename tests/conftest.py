@@ -15,6 +15,7 @@ dumps tracebacks and exits if the child outlives its time.
 """
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -60,6 +61,22 @@ def pytest_configure(config):
     if config.getoption("--full"):
         FULL = True
         os.environ["EFD_FULL"] = "1"     # children see it too
+
+
+def _default_interrupt_signals():
+    """Give SIGINT and SIGQUIT their usual dispositions if the run
+    inherited them ignored -- as a command started with ``&`` by a
+    non-interactive shell (a script, ``nohup``, a CI runner) does.  The
+    child processes would inherit the ignoring too: a child Python then has
+    no KeyboardInterrupt, and every Ctrl-C test fails (SIGINT sent and
+    nothing happens).  A disposition the run set itself is left alone."""
+    for sig, handler in ((signal.SIGINT, signal.default_int_handler),
+                         (signal.SIGQUIT, signal.SIG_DFL)):
+        if signal.getsignal(sig) == signal.SIG_IGN:
+            signal.signal(sig, handler)
+
+
+_default_interrupt_signals()
 
 
 def full_or(small, full):
