@@ -421,7 +421,7 @@ def _start_partner(kind, n, first, second):
     if kind == "thread":
         p = threading.Thread(target=loop, daemon=True)
     else:
-        p = FORK.Process(target=loop, daemon=True)
+        p = FORK.Process(target=_orphan_proof(loop), daemon=True)
     p.start()
     return p
 
@@ -773,7 +773,7 @@ def _waiters(kind, n_tasks, use_uvloop=False):
             if by_thread:
                 p = threading.Thread(target=releaser, daemon=True)
             else:
-                p = FORK.Process(target=releaser, daemon=True)
+                p = FORK.Process(target=_orphan_proof(releaser), daemon=True)
             p.start()
             base = threading.active_count()     # with a releaser thread
             peak[0] = base
@@ -1019,6 +1019,7 @@ def _mpmc(make, producers, consumers):
             for _ in range(total // consumers + (k < total % consumers)):
                 acq()
             os.eventfd_write(done, 1)
+        producer, consumer = _orphan_proof(producer), _orphan_proof(consumer)
         for i in range(producers):
             procs.append(FORK.Process(target=producer, daemon=True))
         for k in range(consumers):
@@ -1078,14 +1079,37 @@ PR_SET_PDEATHSIG = 1
 _libc = []
 
 
+def _load_libc():
+    """libc for prctl(), loaded once in the benchmark process (before any
+    fork, so that no child has to)."""
+    if not _libc:
+        try:
+            _libc.append(ctypes.CDLL(None, use_errno=True))
+        except OSError:
+            pass
+
+
 def _die_with_parent(parent):
-    """In a forked waiter: be killed with SIGKILL when the benchmark
-    process dies, however it dies (a hang's faulthandler exit included)."""
+    """In a forked child: be killed with SIGKILL when the benchmark
+    process dies, however it dies (a hang's faulthandler exit, or a Ctrl-C
+    or kill of a run that seems stuck), so that no child -- a killed-holders
+    worker loops for ever -- outlives it."""
     if not _libc:
         return
     _libc[0].prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:          # it died before the prctl
         os._exit(1)
+
+
+def _orphan_proof(target):
+    """`target`, to run in a forked child that dies with the benchmark."""
+    _load_libc()
+    parent = os.getpid()
+
+    def run(*args):
+        _die_with_parent(parent)
+        return target(*args)
+    return run
 
 
 def _task_state(path):
@@ -1436,11 +1460,7 @@ class CurveCase(Case):
 
 
 def handoff_curve_case(cfg):
-    if not _libc:
-        try:
-            _libc.append(ctypes.CDLL(None, use_errno=True))
-        except OSError:
-            pass
+    _load_libc()
     alts = [HandoffAlt("efd EventFD [%s]" % b, _new_efd(b), HANDOFF_KINDS,
                        available=_efd_available(b)) for b in BACKENDS]
     alts += [
@@ -1685,10 +1705,13 @@ def _killed_holders(make, workers, killed, limit):
         sem = make(limit)
         rng = random.Random()
         pids = []
+        _load_libc()
+        parent = os.getpid()
         for _ in range(workers):
             pid = os.fork()
             if pid == 0:
                 try:
+                    _die_with_parent(parent)
                     # SIGTERM: leave the block as an exception would.
                     signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
                     while True:
