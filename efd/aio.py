@@ -64,6 +64,7 @@ __all__ = ["Semaphore", "BoundedSemaphore", "Lock", "Event", "WouldBlock",
 HANDOFF_RUN = 16
 
 _try_acquire = _efd.Semaphore.acquire
+_try_enter = _efd.Semaphore._try_enter
 _core_release = _efd.Semaphore.release
 _is_set = _efd.Event.is_set
 _hinted = _aio._hinted
@@ -389,6 +390,14 @@ class Semaphore(_Base):
         # and says so once), so that it comes back if the process dies
         # inside.  Booked in the step that takes it, whoever takes it
         # (the fast path, the loop's reader, trio's head task).
+        # No task of this process queued on any object (nobody to let
+        # in first) and a library that does not checkpoint (asyncio,
+        # uvloop): the take and the block's entry in one call, as acquire()
+        # would take it.
+        if (not _aio._registry and not _aio.family().checkpoints
+                and _try_enter(self._core)):
+            self._rec = None
+            return
         ev = self._ev
         await self.acquire(_hold=ev._can_hold())
         ev._block_enter()

@@ -325,20 +325,36 @@ too_many:
 }
 
 /* `with sem:` holds its unit: booked to this process where the backend
- * keeps books, so that it comes back if the process dies in the block. */
+ * keeps books, so that it comes back if the process dies in the block.
+ * `blocking` 0: take only a unit that is there (False: nothing taken, no
+ * block entered). */
 static PyObject *
-sem_enter(sync_object *self, PyObject *Py_UNUSED(ignored))
+enter_block(sync_object *self, int blocking)
 {
     PyObject *r;
     int hold;
     EV_OPEN(self);
     if ((hold = efd_can_hold(self->ev, 0)) < 0)
         return NULL;
-    r = sem_take(self, EFD_OP_READ | (hold ? EFD_OP_HOLD : 0), 1,
+    r = sem_take(self, EFD_OP_READ | (hold ? EFD_OP_HOLD : 0), blocking,
                  EFD_FOREVER, "__enter__", "async with sem");
     if (r == Py_True)
         efd_block_enter(self->ev);
     return r;
+}
+
+static PyObject *
+sem_enter(sync_object *self, PyObject *Py_UNUSED(ignored))
+{
+    return enter_block(self, 1);
+}
+
+/* _try_enter() -> bool: efd.aio's `async with` when a unit is there, in
+ * one call: __enter__ without the wait. */
+static PyObject *
+sem_try_enter(sync_object *self, PyObject *Py_UNUSED(ignored))
+{
+    return enter_block(self, 0);
 }
 
 /* The block's unit goes back -- unless this is a fork child that
@@ -386,6 +402,10 @@ static PyMethodDef sem_methods[] = {
      METH_VARARGS | METH_KEYWORDS, NULL},
     {"__enter__", (PyCFunction)sem_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)(void (*)(void))sem_exit, METH_FASTCALL, NULL},
+    {"_try_enter", (PyCFunction)sem_try_enter, METH_NOARGS,
+     "_try_enter($self, /)\n--\n\n__enter__ without waiting: take a unit "
+     "that is there, held as a `with` block holds it, and enter the block; "
+     "False if none is there (nothing taken).  efd.aio's `async with`."},
     {NULL, NULL, 0, NULL},
 };
 
