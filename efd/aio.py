@@ -386,20 +386,27 @@ class Semaphore(_Base):
 
     async def __aenter__(self) -> None:
         # The block holds its unit: booked to this process where the
-        # backend keeps books (_can_hold(): else it consumes, as before,
-        # and says so once), so that it comes back if the process dies
-        # inside.  Booked in the step that takes it, whoever takes it
-        # (the fast path, the loop's reader, trio's head task).
+        # backend keeps books, so that it comes back if the process dies
+        # inside (_can_hold(): on the kernel counters it consumes, as
+        # before; where this process cannot claim a holder slot, it
+        # consumes and warns once).  Booked in the step that takes it,
+        # whoever takes it (the fast path, the loop's reader, trio's head
+        # task).  A subclass's own acquire() is awaited as asyncio's
+        # __aenter__ awaits it, with asyncio's signature: what it takes is
+        # not held.
+        ev = self._ev
+        if type(self).acquire is not _OWN_ACQUIRE:
+            await self.acquire()
         # No task of this process queued on any object (nobody to let
         # in first) and a library that does not checkpoint (asyncio,
         # uvloop): the take and the block's entry in one call, as acquire()
         # would take it.
-        if (not _aio._registry and not _aio.family().checkpoints
+        elif (not _aio._registry and not _aio.family().checkpoints
                 and _try_enter(self._core)):
             self._rec = None
             return
-        ev = self._ev
-        await self.acquire(_hold=ev._can_hold())
+        else:
+            await self.acquire(_hold=ev._can_hold())
         ev._block_enter()
 
     async def __aexit__(self, exc_type: Optional[Type[BaseException]],
@@ -430,6 +437,9 @@ _ACQUIRE = inspect.signature(Semaphore.acquire)
 Semaphore.acquire.__signature__ = _ACQUIRE.replace(  # type: ignore
     parameters=[_ACQUIRE.parameters["self"]])
 del _ACQUIRE
+#: What __aenter__ compares a class's acquire() with: a subclass may
+#: override it, as it may asyncio's.
+_OWN_ACQUIRE = Semaphore.acquire
 
 
 class BoundedSemaphore(Semaphore):

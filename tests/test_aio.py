@@ -213,6 +213,40 @@ def test_asyncio_fast_path_does_not_yield(made, aio):
     aio(main)
 
 
+@pytest.mark.parametrize("signature", ["asyncio's", "keywords"])
+def test_async_with_awaits_a_subclass_acquire(made, aio, signature):
+    # asyncio's __aenter__ awaits self.acquire(): a subclass that overrides
+    # it (with asyncio's signature, or passing keywords on) sees every
+    # `async with`, uncontended (the one-call fast path) and contended.
+    calls = []
+
+    if signature == "asyncio's":
+        class Counted(efd.aio.BoundedSemaphore):
+            async def acquire(self):
+                calls.append(1)
+                return await super().acquire()
+    else:
+        class Counted(efd.aio.BoundedSemaphore):
+            async def acquire(self, **kw):
+                calls.append(1)
+                return await super().acquire(**kw)
+
+    async def main():
+        sem = made(Counted, 1)
+        async with sem:
+            assert sem.value == 0
+        assert calls == [1] and sem.value == 1
+        async with sem:
+            second = asyncio.ensure_future(sem.__aenter__())
+            await asyncio.sleep(0.01)
+            assert not second.done()
+        await second
+        assert calls == [1, 1, 1] and sem.value == 0
+        await sem.__aexit__(None, None, None)
+        assert sem.value == 1
+    aio(main)
+
+
 def test_acquire_nowait_and_no_barging(made, aio):
     async def main():
         sem = made(efd.aio.Semaphore, 1)
