@@ -128,27 +128,49 @@ def _group_states(pgid):
     return states, stopped
 
 
-def _kernel_stalls():
+def _kernel_stalls(since=0.0):
     """The kernel's own reports of a stalled machine (workqueue lockups,
-    RCU stalls), where this user may read its log: a process of the server
-    that sits runnable and answers no signal for a minute is stuck with
-    the whole machine, not in gunicorn or efd."""
+    RCU stalls) logged after `since` (time.monotonic(): the kernel log's
+    clock), where this user may read its log: a process of the server that
+    sits runnable and answers no signal for a minute is stuck with the
+    whole machine, not in gunicorn or efd."""
     try:
-        out = subprocess.run(["dmesg", "-T"], capture_output=True, text=True,
+        out = subprocess.run(["dmesg"], capture_output=True, text=True,
                              timeout=10).stdout
     except (OSError, subprocess.SubprocessError):
         return ""
-    lines = [line for line in out.splitlines()
-             if "workqueue lockup" in line or "rcu_preempt detected" in line
-             or "soft lockup" in line]
+    lines = []
+    for line in out.splitlines():
+        if not ("workqueue lockup" in line or "rcu_preempt detected" in line
+                or "soft lockup" in line):
+            continue
+        try:
+            stamp = float(line[1:line.index("]")])
+        except ValueError:
+            continue
+        if stamp >= since:
+            lines.append(line)
     return "".join(line + "\n" for line in lines[-8:])
 
 
 def _wait_for(pred, seconds, what, server=None, log=None):
-    deadline = time.monotonic() + seconds
+    start = time.monotonic()
+    deadline = start + seconds
     last = None
-    continued, looked = "", False
-    while time.monotonic() < deadline:
+    continued, looked, stalled = "", False, ""
+    while True:
+        if time.monotonic() >= deadline:
+            if stalled or server is None or server.poll() is not None:
+                break
+            # The machine itself stalled meanwhile (the kernel says so):
+            # the time was not the server's.  Once, wait as long again.
+            stalled = _kernel_stalls(start)
+            if not stalled:
+                break
+            warnings.warn("the machine stalled while the test waited for "
+                          "%s; waiting %d s more:\n%s"
+                          % (what, seconds, stalled))
+            deadline = time.monotonic() + seconds
         try:
             if pred():
                 if continued:
@@ -177,10 +199,11 @@ def _wait_for(pred, seconds, what, server=None, log=None):
     states = continued and "stopped, then continued:\n" + continued
     if hung:
         states += _group_states(server.pid)[0]
-        stalls = _kernel_stalls()
+        stalls = _kernel_stalls(start)
         if stalls:
-            states += "the kernel's last stall reports (now: %s):\n%s" % (
-                time.strftime("%a %b %d %H:%M:%S %Y"), stalls)
+            states += ("the kernel's stall reports since the wait began "
+                       "(at %.0f s of its clock; now %.0f s):\n%s"
+                       % (start, time.monotonic(), stalls))
         # Still running, not answering: have every process of the server
         # dump its Python threads (faulthandler, PYTHONFAULTHANDLER=1) into
         # the log before saying so.
