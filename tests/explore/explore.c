@@ -209,6 +209,7 @@ static struct {
     ex_decision dec[MAX_DECISIONS];
     int nreplay;
     long schedules, deaths, timeouts, lost, violations, vkinds[V_KINDS];
+    long threads;                   /* actor threads started (ex_thread) */
     const char *names[MAX_NAMES];   /* distinct point names seen */
     int nnames;
     /* The first failing schedule of each kind of violation. */
@@ -1358,6 +1359,7 @@ start_actors(const ex_scenario *sc)
         if ((err = pthread_create(&th->thread, NULL, actor_main, th)) != 0)
             die_setup("pthread_create", err);
         th->exists = 1;
+        S.threads++;
     }
 }
 
@@ -1546,9 +1548,10 @@ explore(const ex_scenario *sc)
     }
     fds1 = open_fds();
     printf("%-28s points %d, actors %d, schedules %ld%s, deaths %ld, "
-           "timeouts %ld, %.2f s, violations %ld (bound %d%s)\n",
+           "threads %ld, timeouts %ld, %.2f s, violations %ld (bound %d%s)\n",
            sc->name, distinct_names(), sc->nactors, S.schedules,
-           truncated ? " (truncated by -m)" : "", S.deaths, S.timeouts,
+           truncated ? " (truncated by -m)" : "", S.deaths, S.threads,
+           S.timeouts,
            now_s() - t0, S.violations, S.bound, S.kill ? ", deaths" : "");
     for (i = 0; i < V_KINDS; i++)
         if (S.vkinds[i])
