@@ -394,7 +394,6 @@ class Semaphore(_Base):
         # task).  A subclass's own acquire() is awaited as asyncio's
         # __aenter__ awaits it, with asyncio's signature: what it takes is
         # not held.
-        ev = self._ev
         if type(self).acquire is not _OWN_ACQUIRE:
             await self.acquire()
         # No task of this process queued on any object (nobody to let
@@ -406,8 +405,8 @@ class Semaphore(_Base):
             self._rec = None
             return
         else:
-            await self.acquire(_hold=ev._can_hold())
-        ev._block_enter()
+            await self.acquire(_hold=self._ev._can_hold())
+        self._ev._block_enter()
 
     async def __aexit__(self, exc_type: Optional[Type[BaseException]],
                         exc: Optional[BaseException],
