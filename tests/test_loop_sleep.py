@@ -981,8 +981,9 @@ print(json.dumps({"gone": gone, "closed": ev.closed, "got": got,
 
 #: The hand-out both tests run: WAITERS forked processes wait on one futex
 #: object in their loops (`child`, defined by each test's code, reports
-#: "W" when asleep, "G" per unit taken, and at the end "R<got>,<wakes>;"),
-#: and UNITS units are released one at a time.  Prints what they reported.
+#: "W" when asleep, "G" per unit taken, and at the end "R<got>,<wakes>;",
+#: or "R<got>,<wakes>,<note>;" with a word on how its sleeps went), and
+#: UNITS units are released one at a time.  Prints what they reported.
 _HAND_OUT = r"""
 import json, os, select, time
 import multiprocessing as mp
@@ -1022,21 +1023,24 @@ while reports.count(b";") < WAITERS:
 for p in procs:
     p.join(10)
 got = wakes = 0
+notes = []
 for rep in reports.decode().strip(";").split(";"):
-    g, w = rep[1:].split(",")
+    g, w, *note = rep[1:].split(",")
     got += int(g)
     wakes += int(w)
+    notes += note
 print(json.dumps({"got": got, "wakes": wakes, "left": ev._peek(),
-                  "codes": [p.exitcode for p in procs]}))
+                  "codes": [p.exitcode for p in procs], "notes": notes}))
 """
 
 
 def _hand_out(run_py, child):
+    """The hand-out's report (see _HAND_OUT), once every unit was taken."""
     out = run_py(_HAND_OUT % child, timeout=90)
     res = json.loads(out.stdout.split("\n")[-2])
     assert res["got"] == 8 and res["left"] == 0, res
     assert res["codes"] == [0, 0, 0, 0], res
-    return res["wakes"]
+    return res
 
 
 _UVLOOP_CHILD = r"""
@@ -1087,7 +1091,8 @@ def test_uvloop_loops_are_woken_one_per_unit(run_py, mode):
     pytest.importorskip("uvloop")
     # One run per unit, plus at most one re-check per unit that happened
     # to find it before its chosen loop took it.
-    assert 8 <= _hand_out(run_py, _UVLOOP_CHILD) <= 16
+    res = _hand_out(run_py, _UVLOOP_CHILD)
+    assert 8 <= res["wakes"] <= 16, json.dumps(res)
 
 
 _TRIO_CHILD = r"""
@@ -1095,17 +1100,30 @@ import trio
 
 
 class Counting:
-    # The run's loop sleeper, counting the wake-ups its ring brought.
+    # The run's loop sleeper, counting the wake-ups its ring brought, and
+    # for the report how its sleeps went: sleeps that found units at once,
+    # that failed (errno), and looks that found no wake-up (re-checks).
     def __init__(self, sleeper):
         self.sleeper = sleeper
-        self.wakes = 0
+        self.wakes = self.ready = self.idle = 0
+        self.errors = []
 
     def __getattr__(self, name):
         return getattr(self.sleeper, name)
 
+    def sleep(self):
+        try:
+            ready = self.sleeper.sleep()
+        except OSError as exc:
+            self.errors.append(exc.errno)
+            raise
+        self.ready += bool(ready)
+        return ready
+
     def woke(self):
         n = self.sleeper.woke()
         self.wakes += bool(n)
+        self.idle += not n
         return n
 
 
@@ -1143,7 +1161,10 @@ def child(i):
 
     got = trio.run(main)
     wakes = sum(s.wakes for s in made)
-    os.write(rep_w, ("R%d,%d;" % (got, wakes)).encode())
+    note = "sleepers %d ready %d idle %d errors %s" % (
+        len(made), sum(s.ready for s in made), sum(s.idle for s in made),
+        "/".join(str(e) for s in made for e in s.errors) or "none")
+    os.write(rep_w, ("R%d,%d,%s;" % (got, wakes, note)).encode())
     os._exit(0)
 """
 
@@ -1154,7 +1175,8 @@ def test_trio_runs_are_woken_one_per_unit(run_py, mode):
     at a time wake one run each (the readiness descriptor would wake all
     four every time), and none is lost."""
     pytest.importorskip("trio")
-    assert 8 <= _hand_out(run_py, _TRIO_CHILD) <= 12
+    res = _hand_out(run_py, _TRIO_CHILD)
+    assert 8 <= res["wakes"] <= 12, json.dumps(res)
 
 
 # ---- interpreters (CPython 3.14+) --------------------------------------------
