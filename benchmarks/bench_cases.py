@@ -1617,6 +1617,19 @@ def _ctxt_switches(pid):
     return total
 
 
+def _switches_per_second(pids, settle, seconds):
+    """After `settle` seconds (the waiters are blocked by then), the
+    context switches of every thread of `pids` over `seconds`: (the window
+    measured, {"wakeups/s": switches per second})."""
+    time.sleep(settle)
+    before = sum(_ctxt_switches(p) for p in pids)
+    t0 = now()
+    time.sleep(seconds)
+    after = sum(_ctxt_switches(p) for p in pids)
+    secs = now() - t0
+    return secs, {"wakeups/s": (after - before) / secs}
+
+
 def _idle(kind, backend, seconds, env=None):
     """One waiter (a child process) blocked `seconds` on an object nobody
     releases: its wake-ups per second (all its threads: a loop's helper
@@ -1630,16 +1643,10 @@ def _idle(kind, backend, seconds, env=None):
         try:
             if child.stdout.readline() != b"ready\n":
                 raise Skip("the waiter did not start")
-            time.sleep(0.2)                 # it is blocked by now
-            before = _ctxt_switches(child.pid)
-            t0 = now()
-            time.sleep(seconds)
-            after = _ctxt_switches(child.pid)
-            secs = now() - t0
+            return _switches_per_second([child.pid], 0.2, seconds)
         finally:
             child.kill()
             child.wait()
-        return secs, {"wakeups/s": (after - before) / secs}
     return run
 
 
@@ -1690,6 +1697,124 @@ def idle_case(cfg):
                     "100 ms as well: nothing tells them of a holder's "
                     "death.",
                 columns=(("wakeups/s", "wake-ups per second", "%.1f"),))
+
+
+# ---- idle cost of a crowd (issue 19) -------------------------------------------
+
+# A child that makes its object, then `count` waiters blocked on it --
+# threads of its own, or forked processes -- with nothing ever released.
+# It prints "ready" and the waiters' process ids once all are started;
+# the parent sums their context switches (every thread of each).
+_CROWD_CHILD = r"""
+import os, sys, threading, time
+kind, backend, how = sys.argv[1], sys.argv[2] or None, sys.argv[3]
+count, seconds = int(sys.argv[4]), float(sys.argv[5])
+if kind == "multiprocessing":
+    import multiprocessing
+    sem = multiprocessing.Semaphore(0)
+elif kind == "threading":
+    sem = threading.Semaphore(0)
+else:
+    import efd
+    if kind == "efd.Semaphore":
+        sem = efd.Semaphore(0, backend=backend)
+    else:
+        sem = efd.EventFD(0, semaphore=True, backend=backend)
+bound = seconds * 3 + 5
+
+
+def wait():
+    sem.acquire(timeout=bound)
+
+
+pids = [os.getpid()]
+if how == "threads":
+    threads = [threading.Thread(target=wait, daemon=True)
+               for _ in range(count)]
+    for t in threads:
+        t.start()
+else:
+    import ctypes, signal
+    libc = ctypes.CDLL(None, use_errno=True)
+    for _ in range(count):
+        pid = os.fork()
+        if pid == 0:
+            libc.prctl(1, signal.SIGKILL)       # PR_SET_PDEATHSIG
+            wait()
+            os._exit(0)
+        pids.append(pid)
+os.write(1, ("ready %s\n" % ",".join(map(str, pids))).encode())
+time.sleep(bound)
+"""
+
+
+def _idle_crowd(kind, backend, how, count, seconds):
+    """`count` waiters (threads of one child process, or processes forked
+    by it) blocked `seconds` on an object nobody releases: their wake-ups
+    per second in total."""
+    def run(n):
+        _load_libc()
+        parent = os.getpid()
+        child = subprocess.Popen(
+            [sys.executable, "-c", _CROWD_CHILD, kind, backend or "", how,
+             str(count), str(seconds)],
+            stdout=subprocess.PIPE,
+            preexec_fn=lambda: _die_with_parent(parent))
+        try:
+            line = child.stdout.readline().split()
+            if len(line) != 2 or line[0] != b"ready":
+                raise Skip("the waiters did not start")
+            pids = [int(p) for p in line[1].split(b",")]
+            return _switches_per_second(pids, 0.5 + count / 2000, seconds)
+        finally:
+            child.kill()
+            child.wait()
+    return run
+
+
+def idle_crowd_case(cfg):
+    seconds = cfg.idle_seconds
+    count = 1000
+    impls = []
+    for kind, backend, how in (
+            ("efd.Semaphore", None, "threads"),
+            ("efd.Semaphore", None, "processes"),
+            ("EventFD", "futex", "threads"),
+            ("EventFD", "eventfd", "threads"),
+            ("EventFD", "eventfd", "processes"),
+            ("EventFD", "eventfd-readback", "threads"),
+            ("EventFD", "pipe", "threads")):
+        label = "%s %s" % ("efd.Semaphore() (futex)" if backend is None
+                           else "efd EventFD [%s]" % backend, how)
+        impls.append(Impl(label, _idle_crowd(kind, backend, how, count,
+                                             seconds), fixed_n=1,
+                          available=_efd_available(backend or "futex")))
+    impls += [
+        Impl("multiprocessing.Semaphore threads",
+             _idle_crowd("multiprocessing", None, "threads", count, seconds),
+             fixed_n=1),
+        Impl("multiprocessing.Semaphore processes",
+             _idle_crowd("multiprocessing", None, "processes", count,
+                         seconds), fixed_n=1),
+        Impl("threading.Semaphore threads",
+             _idle_crowd("threading", None, "threads", count, seconds),
+             fixed_n=1),
+    ]
+    return Case("idle-crowd", "%d waiters blocked %g s, nothing released: "
+                "their wake-ups in total" % (count, seconds), "idle window",
+                impls, "efd.Semaphore() (futex) threads",
+                doc="Issue 19's idle cost at scale: %d waiters in acquire() "
+                    "-- threads of one process, or processes -- on one "
+                    "object nobody releases, and the context switches of "
+                    "all of them per second.  The goal is 0.  On the "
+                    "kernel counters and the pipe backend someone must look "
+                    "at the count every 100 ms (a chosen waiter killed "
+                    "after its wake-up hands nothing on): one sleeper per "
+                    "process keeps that watch, so %d threads of one "
+                    "process cost about 10 a second, and %d processes "
+                    "about %d." % (count, count, count, count * 10),
+                columns=(("wakeups/s", "wake-ups per second, all waiters",
+                          "%.0f"),))
 
 
 # ---- killed holders (issue 22) ------------------------------------------------
@@ -1875,6 +2000,7 @@ def all_cases(cfg):
         ("event-set-clear", lambda: event_case(cfg, "set_clear")),
         ("handoff-curve", lambda: handoff_curve_case(cfg)),
         ("idle-cost", lambda: idle_case(cfg)),
+        ("idle-crowd", lambda: idle_crowd_case(cfg)),
         ("killed-holders", lambda: killed_holders_case(cfg)),
         ("holds", lambda: holds_case(cfg)),
     ]

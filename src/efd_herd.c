@@ -40,6 +40,25 @@
  * close() writes the herd's kick channel, registered level-triggered: every
  * sleeper wakes, one after another, and sees the object closed.
  *
+ * The watch.  Whatever the registration, a waiter that dies owing a
+ * wake-up (chosen, then killed before it took the unit or handed it on;
+ * or a pipe's token left missing) leaves units that no event announces:
+ * someone must look at the count itself every EFD_RECHECK_MS (SPEC 5).
+ * Such a death is another process's -- this process's threads die with
+ * it -- so one sleeper per herd suffices: the first sleeper to find the
+ * watch free (herd_watch 0) keeps it, and sleeps in slices of
+ * EFD_RECHECK_MS; the others sleep without a limit.  A sleeper that
+ * keeps the watch and leaves (it took a unit, its time ran out, a signal
+ * handler raised) frees the watch and then writes the watch's channel,
+ * registered edge-triggered: the kernel hands the event to one sleeper of
+ * the instance (or keeps it for the next to sleep), which drains the
+ * channel and takes the watch.  Whoever reads herd_watch as 1 before the
+ * leaver freed it gets that event, or sees 0; so while the herd has
+ * sleepers one of them keeps the watch, and a thousand idle readers in
+ * one process wake ten times a second between them, not each.  A unit
+ * that the watch finds goes on as a wake-up does (efd_wait.c): whoever
+ * takes one and sees more hands a wake-up on.
+ *
  * The instance belongs to one process: a fork child closes its copy
  * (efd_wait.c's forget_parent) and makes its own.  Other watchers of the
  * descriptor -- select() and poll() on fileno(), event loops that register
@@ -60,7 +79,7 @@
 
 #if defined(__linux__) && defined(EPOLLEXCLUSIVE)
 
-enum { HERD_READY = 1, HERD_KICK = 2 };
+enum { HERD_READY = 1, HERD_KICK = 2, HERD_WATCH = 3 };
 
 /* What this kernel offers: EFD_HERD_EXCLUSIVE, EFD_HERD_SHARED (epoll, but
  * EPOLLEXCLUSIVE refused) or EFD_HERD_NONE (no epoll: every waiter polls).
@@ -106,7 +125,8 @@ int
 efd_herd_open(eventfd_object *self)
 {
     struct epoll_event ev;
-    int ep, krfd = -1, kwfd = -1, err, exclusive, oneshot;
+    int ep, krfd = -1, kwfd = -1, wrfd = -1, wwfd = -1, err, exclusive;
+    int oneshot, eventfd_ok;
     if (self->herd_ep >= 0)
         return 0;
     exclusive = efd_herd_wake_one(self);
@@ -114,13 +134,19 @@ efd_herd_open(eventfd_object *self)
         return ENOSYS;
     if ((ep = epoll_create1(EPOLL_CLOEXEC)) < 0)
         return errno;
-    err = efd_chan_open(&krfd, &kwfd, self->impl.ops->syscall_always
-                        || self->impl.chan_eventfd, 1);
-    if (err)
+    eventfd_ok = self->impl.ops->syscall_always || self->impl.chan_eventfd;
+    if ((err = efd_chan_open(&krfd, &kwfd, eventfd_ok, 1)) != 0
+            || (err = efd_chan_open(&wrfd, &wwfd, eventfd_ok, 1)) != 0)
         goto fail;
     ev.events = EPOLLIN;
     ev.data.u64 = HERD_KICK;
     if (epoll_ctl(ep, EPOLL_CTL_ADD, krfd, &ev) < 0)
+        goto fail_errno;
+    /* The watch's channel: edge-triggered, so that each hand-over wakes
+     * one sleeper once. */
+    ev.events = EPOLLIN | EPOLLET;
+    ev.data.u64 = HERD_WATCH;
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, wrfd, &ev) < 0)
         goto fail_errno;
     /* A memory backend's token may outlive its count for a moment (until
      * its mover takes it): level-triggered, every sleeper would be handed
@@ -135,6 +161,9 @@ efd_herd_open(eventfd_object *self)
     self->herd_ep = ep;
     self->herd_krfd = krfd;
     self->herd_kwfd = kwfd;
+    self->herd_wrfd = wrfd;
+    self->herd_wwfd = wwfd;
+    __atomic_store_n(&self->herd_watch, 0, __ATOMIC_RELEASE);
     self->herd_exclusive = exclusive;
     self->herd_oneshot = oneshot;
     return 0;
@@ -142,6 +171,7 @@ fail_errno:
     err = errno;
 fail:
     efd_chan_close(&krfd, &kwfd);
+    efd_chan_close(&wrfd, &wwfd);
     close(ep);
     return err;
 }
@@ -171,19 +201,65 @@ efd_herd_rearm(eventfd_object *self)
     (void)epoll_ctl(self->herd_ep, EPOLL_CTL_MOD, self->impl.fd, &ev);
 }
 
-int
-efd_herd_sleep(eventfd_object *self, int ms, short *revents)
+/* Take the watch if nobody keeps it. */
+static void
+watch_take(eventfd_object *self, efd_waiter *w)
 {
-    /* Room for both events: a close() and the release's one wake-up may
-     * come together, and the wake-up must not stay unseen (and so not
-     * handed on). */
-    struct epoll_event ev[2];
-    int i, n = epoll_wait(self->herd_ep, ev, 2, ms);
+    int free = 0;
+    if (!w->watching
+            && __atomic_compare_exchange_n(&self->herd_watch, &free, 1, 0,
+                                           __ATOMIC_ACQ_REL,
+                                           __ATOMIC_ACQUIRE))
+        w->watching = 1;
+}
+
+int
+efd_herd_sleep(eventfd_object *self, efd_waiter *w, int ms, short *revents)
+{
+    /* Room for every event: a close(), the watch and the release's one
+     * wake-up may come together, and the wake-up must not stay unseen
+     * (and so not handed on). */
+    struct epoll_event ev[3];
+    int i, n = epoll_wait(self->herd_ep, ev, 3, ms);
     *revents = 0;
-    for (i = 0; i < n; i++)
+    for (i = 0; i < n; i++) {
         if (ev[i].data.u64 == HERD_READY)
             *revents = (ev[i].events & EPOLLIN) ? POLLIN : POLLERR;
+        else if (ev[i].data.u64 == HERD_WATCH) {
+            /* The watch was handed to us: take it now, so that whatever
+             * this wake-up leads to -- sleeping again, or leaving (a
+             * descriptor closed behind our back) -- it goes on. */
+            efd_chan_drain(self->herd_wrfd);
+            watch_take(self, w);
+        }
+    }
     return n;
+}
+
+int
+efd_herd_slice(eventfd_object *self, efd_waiter *w)
+{
+    watch_take(self, w);
+    return w->watching ? EFD_RECHECK_MS : -1;
+}
+
+void
+efd_herd_leave(eventfd_object *self, efd_waiter *w)
+{
+    efd_waiter *v;
+    if (!w->watching)
+        return;
+    w->watching = 0;
+    /* Free it, then ring: a sleeper that saw it kept gets the event.  No
+     * other sleeper listed (the list changes only under the GIL, which we
+     * hold): the next to come finds it free. */
+    __atomic_store_n(&self->herd_watch, 0, __ATOMIC_SEQ_CST);
+    for (v = self->waiters; v != NULL; v = v->next)
+        if (v != w && v->kind == EFD_WAITER_HERD) {
+            if (self->herd_wwfd >= 0)
+                efd_chan_put(self->herd_wrfd, self->herd_wwfd);
+            return;
+        }
 }
 
 void
@@ -199,9 +275,9 @@ int efd_herd_probe(void) { return EFD_HERD_NONE; }
 int efd_herd_wake_one(eventfd_object *self) { (void)self; return 0; }
 int efd_herd_open(eventfd_object *self) { (void)self; return ENOSYS; }
 int
-efd_herd_sleep(eventfd_object *self, int ms, short *revents)
+efd_herd_sleep(eventfd_object *self, efd_waiter *w, int ms, short *revents)
 {
-    (void)self; (void)ms;
+    (void)self; (void)w; (void)ms;
     *revents = 0;
     errno = ENOSYS;
     return -1;
@@ -209,6 +285,13 @@ efd_herd_sleep(eventfd_object *self, int ms, short *revents)
 void efd_herd_nudge(efd_impl *impl) { (void)impl; }
 void efd_herd_rotate(eventfd_object *self) { (void)self; }
 void efd_herd_rearm(eventfd_object *self) { (void)self; }
+int
+efd_herd_slice(eventfd_object *self, efd_waiter *w)
+{
+    (void)self; (void)w;
+    return EFD_RECHECK_MS;
+}
+void efd_herd_leave(eventfd_object *self, efd_waiter *w) { (void)self; (void)w; }
 
 #endif
 
@@ -225,6 +308,9 @@ efd_herd_close(eventfd_object *self)
     if (self->herd_ep >= 0)
         efd_close_fd(&self->herd_ep);
     efd_chan_close(&self->herd_krfd, &self->herd_kwfd);
+    efd_chan_close(&self->herd_wrfd, &self->herd_wwfd);
+    /* A fork child's copy may say that a parent's thread keeps it. */
+    __atomic_store_n(&self->herd_watch, 0, __ATOMIC_RELEASE);
     self->herd_exclusive = self->herd_oneshot = 0;
 }
 

@@ -84,6 +84,7 @@ typedef struct efd_waiter {
     int op;             /* what it waits for (EFD_OP_*) */
     int kind;           /* EFD_WAITER_* */
     int chosen;         /* HERD: a readiness event woke it (efd_herd.c) */
+    int watching;       /* HERD: it keeps the herd's watch (efd_herd.c) */
     uint64_t thread;    /* the waiting thread (efd_thread_id()) */
 } efd_waiter;
 
@@ -114,6 +115,10 @@ typedef struct {
      * sleep in, the channel close() kicks, and whether the readiness fd is
      * registered exclusively (one wake-up per unit across processes). */
     int herd_ep, herd_krfd, herd_kwfd, herd_exclusive, herd_oneshot;
+    /* The herd's watch: whether one of its sleepers keeps it (the one
+     * that re-checks), and the channel a sleeper leaving the watch rings
+     * to hand it to another (efd_herd.c, "The watch"). */
+    int herd_watch, herd_wrfd, herd_wwfd;
     /* How often this process's waiters woke for an event, and for a bare
      * re-check (EventFD._wakeups()); updated without the GIL. */
     uint64_t woken, rechecks;
@@ -264,8 +269,17 @@ int efd_herd_wake_one(eventfd_object *self);
 /* Make this process's herd for the object (GIL held): 0 or an errno. */
 int efd_herd_open(eventfd_object *self);
 /* Sleep in the herd up to ms (-1: no limit), without the GIL: as poll(),
- * with *revents the readiness fd's (0 if the kick, or nothing, woke it). */
-int efd_herd_sleep(eventfd_object *self, int ms, short *revents);
+ * with *revents the readiness fd's (0 if the kick, the watch's channel,
+ * or nothing, woke it). */
+int efd_herd_sleep(eventfd_object *self, efd_waiter *w, int ms,
+                   short *revents);
+/* How long sleeper w of the herd may sleep before it looks at the count
+ * itself: EFD_RECHECK_MS if it keeps the watch (taking it if nobody
+ * does), else -1 (no limit).  Without the GIL. */
+int efd_herd_slice(eventfd_object *self, efd_waiter *w);
+/* Sleeper w leaves the herd (GIL held, still listed): if it kept the
+ * watch, hand it on. */
+void efd_herd_leave(eventfd_object *self, efd_waiter *w);
 /* Wake the next exclusive watcher of the readiness fd, if it can be done
  * without changing the count (an eventfd: write 0). */
 void efd_herd_nudge(efd_impl *impl);

@@ -157,7 +157,7 @@ static void
 renew_waiter(eventfd_object *self, efd_waiter *w)
 {
     w->poked = 0;
-    w->chosen = 0;
+    w->chosen = w->watching = 0;        /* the parent's herd's watch */
     if (w->kind == EFD_WAITER_BLOCK)
         return;
     efd_chan_close(&w->rfd, &w->wfd);    /* HERD, NOCHANNEL: nothing open */
@@ -237,7 +237,7 @@ waiter_start(eventfd_object *self, int op)
         return NULL;
     }
     w->kind = EFD_WAITER_CHANNEL;
-    w->chosen = 0;
+    w->chosen = w->watching = 0;
     if (self->impl.ops->block != NULL) {
         w->rfd = w->wfd = -1;           /* it sleeps in block(), not poll() */
         w->kind = EFD_WAITER_BLOCK;
@@ -550,7 +550,7 @@ sleep_once(eventfd_object *self, efd_waiter *w, int op, struct pollfd *pfd,
         return *err == 0 ? 1 : -1;
     }
     if (w->kind == EFD_WAITER_HERD) {
-        n = efd_herd_sleep(self, ms, &pfd[0].revents);
+        n = efd_herd_sleep(self, w, ms, &pfd[0].revents);
         if (pfd[0].revents & POLLIN)
             w->chosen = 1;
         /* epoll forgets a descriptor closed behind our back (os.close on
@@ -652,10 +652,8 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
                 && (ws.slice_ms <= 0 || ws.slice_ms > EFD_NOCHAN_MS))
             ws.slice_ms = EFD_NOCHAN_MS;
         /* The herd hands one wake-up to one waiter: if that one dies
-         * before it takes the unit, the others must look for themselves. */
-        if (w->kind == EFD_WAITER_HERD
-                && (ws.slice_ms <= 0 || ws.slice_ms > EFD_RECHECK_MS))
-            ws.slice_ms = EFD_RECHECK_MS;
+         * before it takes the unit, someone must look for itself -- the
+         * sleeper that keeps the herd's watch (efd_herd_slice, below). */
         pfd[0].fd = ws.fd;
         pfd[0].events = ws.events;
         pfd[1].fd = w->rfd;
@@ -664,10 +662,12 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
         Py_BEGIN_ALLOW_THREADS
         for (;;) {
             int leaving;
+            int slice = w->kind == EFD_WAITER_HERD
+                        ? efd_herd_slice(self, w) : ws.slice_ms;
             pfd[0].revents = pfd[1].revents = 0;
             ms = remaining_ms(deadline);
-            if (ws.slice_ms > 0 && (ms < 0 || ms > ws.slice_ms))
-                ms = ws.slice_ms;
+            if (slice > 0 && (ms < 0 || ms > slice))
+                ms = slice;
             if (first)
                 n = 1;                  /* look before the first sleep */
             else
@@ -716,7 +716,10 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
                       || (pfd[0].revents & POLLNVAL) || pfd[1].revents
                       || (deadline >= 0 && monotonic_ns() >= deadline);
             /* A wake-up that came to us goes on now, without waiting for
-             * the GIL (another thread of ours may hold it for long). */
+             * the GIL (another thread of ours may hold it for long).  So
+             * does one the watch found: a re-check that took a unit and
+             * sees more (a dead waiter's, that no event announces) wakes
+             * the next waiter, in whatever process, for them. */
             if (w->chosen && self->herd_exclusive
                     && (err == 0 || leaving)) {
                 if (err == 0)
@@ -724,6 +727,9 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
                 (void)efd_pass_on(self);
                 w->chosen = 0;
             }
+            else if (n == 0 && err == 0 && w->watching
+                     && self->herd_exclusive)
+                (void)efd_pass_on(self);
             /* Woken for nothing, or a bare re-check: sleep again (only the
              * main thread needs the GIL, to run signal handlers). */
             if (!quiet || leaving)
@@ -801,6 +807,8 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
         impl->ops->interrupt(impl, 0);  /* pass on a futex wake-up */
     if (w->kind == EFD_WAITER_BLOCK && impl->ops->unblock != NULL)
         impl->ops->unblock(impl);       /* owes nobody now (the bell) */
+    if (w->kind == EFD_WAITER_HERD)
+        efd_herd_leave(self, w);        /* hands the watch on */
     waiter_end(self, w);
     return result;
 }

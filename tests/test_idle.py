@@ -111,6 +111,75 @@ def test_an_idle_waiter_does_not_wake(backend, run_py):
     assert "ok" in proc.stdout
 
 
+# ---- the herd's watch: one sleeper per process looks --------------------------
+
+def _herd(backend):
+    """Whether this backend's blocked readers sleep in the herd (one epoll
+    instance per process and object), where one of them keeps the watch."""
+    return backend != "futex" and efd._efd._probe()["wake_one"] != "none"
+
+
+_CROWD = '''
+    ev = efd.EventFD(0, semaphore=True, backend=BACKEND)
+
+    def looks():
+        woken, rechecks = ev._wakeups()
+        return woken + rechecks
+
+    def waiters(n, limit):
+        box = []
+        threads = [threading.Thread(
+            target=lambda: box.append(ev.acquire(timeout=limit)))
+            for _ in range(n)]
+        for t in threads:
+            t.start()
+        return threads, box
+
+    # The first waiter sleeps first, and so keeps the watch; it leaves
+    # (its time runs out) while CROWD others sleep on.
+    first, first_box = waiters(1, 0.6)
+    time.sleep(0.3)
+    crowd, box = waiters(CROWD, 30)
+    time.sleep(0.2)
+    before = looks()
+    time.sleep(WINDOW)
+    during = looks() - before
+    first[0].join(SLACK)
+    check(first_box == [False], "the first waiter: %r" % first_box)
+    time.sleep(0.3)                         # the watch has changed hands
+    before = looks()
+    time.sleep(WINDOW)
+    after = looks() - before
+    # One sleeper of the process looks every 100 ms, not each of them.
+    bound = int(WINDOW / 0.1) + 4
+    check(during <= bound, "%d sleepers looked %d times in %.1f s (one "
+          "watch: at most %d)" % (CROWD + 1, during, WINDOW, bound))
+    check(after <= bound, "%d sleepers looked %d times in %.1f s once the "
+          "first left (at most %d)" % (CROWD, after, WINDOW, bound))
+    # ... and somebody still does after the first one left.
+    check(after >= int(WINDOW / 0.1) // 2, "once the watch's first keeper "
+          "left, only %d looks in %.1f s: nobody keeps it" % (after, WINDOW))
+    ev.release(CROWD)
+    for t in crowd:
+        t.join(SLACK)
+    check(box == [True] * CROWD, "the crowd got %r" % box)
+    print("ok", during, after)
+'''
+
+
+def test_one_sleeper_of_a_process_keeps_the_watch(backend, run_py):
+    """Thirty threads of one process wait on an object nobody releases:
+    between them they look at the count every 100 ms (one keeps the
+    herd's watch), not thirty times that; when the one keeping it leaves,
+    another takes it up."""
+    if not _herd(backend):
+        pytest.skip("%s: blocked readers do not sleep in a herd here"
+                    % backend)
+    proc = run_py(child_code(_CROWD, CROWD=30, WINDOW=1.0),
+                  backend=backend, timeout=60)
+    assert "ok" in proc.stdout
+
+
 _KILLED_RELEASER = """
     import _seccomp
     if EVENT:
