@@ -55,7 +55,11 @@
  * channel and takes the watch.  Whoever reads herd_watch as 1 before the
  * leaver freed it gets that event, or sees 0; so while the herd has
  * sleepers one of them keeps the watch, and a thousand idle readers in
- * one process wake ten times a second between them, not each.  A unit
+ * one process wake ten times a second between them, not each.  The main
+ * thread sleeps in slices whatever it keeps (a signal another thread
+ * caught wakes nobody, and only the main thread runs the handler), and
+ * hands the watch on before it runs Python code (efd_wait.c), which
+ * may take long: the other sleepers look without the GIL.  A unit
  * that the watch finds goes on as a wake-up does (efd_wait.c): whoever
  * takes one and sees more hands a wake-up on.
  *

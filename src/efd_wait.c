@@ -554,8 +554,11 @@ sleep_once(eventfd_object *self, efd_waiter *w, int op, struct pollfd *pfd,
         if (pfd[0].revents & POLLIN)
             w->chosen = 1;
         /* epoll forgets a descriptor closed behind our back (os.close on
-         * fileno()) without a word: look, as poll() would (POLLNVAL). */
-        if (n == 0 && fd_closed(pfd[0].fd)) {
+         * fileno()) without a word: look, as poll() would (POLLNVAL) --
+         * at a re-check, and when handed the watch (a keeper that found
+         * it closed leaves, and the next must find out too: the memory
+         * backends' attempt() never touches the descriptor). */
+        if (n >= 0 && !(pfd[0].revents & POLLIN) && fd_closed(pfd[0].fd)) {
             pfd[0].revents = POLLNVAL;
             n = 1;
         }
@@ -662,8 +665,12 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
         Py_BEGIN_ALLOW_THREADS
         for (;;) {
             int leaving;
-            int slice = w->kind == EFD_WAITER_HERD
-                        ? efd_herd_slice(self, w) : ws.slice_ms;
+            /* The main thread sleeps in slices whether it keeps the watch
+             * or not: a signal caught by another thread wakes nobody, and
+             * only the main thread runs the handler. */
+            int slice = w->kind != EFD_WAITER_HERD ? ws.slice_ms
+                        : quiet ? efd_herd_slice(self, w)
+                        : (efd_herd_slice(self, w), EFD_RECHECK_MS);
             pfd[0].revents = pfd[1].revents = 0;
             ms = remaining_ms(deadline);
             if (slice > 0 && (ms < 0 || ms > slice))
@@ -736,6 +743,14 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
                 break;
         }
         Py_END_ALLOW_THREADS
+
+        /* The main thread is about to run Python code (signal handlers,
+         * which may take long, or wait on this object again): if it keeps
+         * the herd's watch, it hands it to a sleeper that needs no GIL to
+         * re-check (it takes it back at its next sleep if nobody else
+         * waits). */
+        if (!quiet && w->kind == EFD_WAITER_HERD)
+            efd_herd_leave(self, w);
 
         if (looked && !closed) {
             if (err == 0) {

@@ -180,6 +180,137 @@ def test_one_sleeper_of_a_process_keeps_the_watch(backend, run_py):
     assert "ok" in proc.stdout
 
 
+_WATCH_FAULTS = '''
+    import _thread
+
+    def in_threads(n, fn):
+        threads = [threading.Thread(target=fn, daemon=True) for _ in range(n)]
+        for t in threads:
+            t.start()
+        return threads
+
+    # 1. The main thread waits while workers keep the watch: a signal that
+    # another thread caught (the flag set, the main thread not woken by
+    # the kernel) still runs its handler within a re-check.
+    ev = efd.EventFD(0, semaphore=True, backend=BACKEND)
+    workers = in_threads(3, lambda: ev.acquire(timeout=8))
+    time.sleep(0.3)
+
+    def raiser(*_):
+        raise RuntimeError("handled")
+    signal.signal(signal.SIGUSR1, raiser)
+    for how in ("interrupt_main", "pthread_kill"):
+        def later():
+            time.sleep(0.3)
+            if how == "interrupt_main":
+                _thread.interrupt_main()
+            else:
+                signal.pthread_kill(workers[0].ident, signal.SIGUSR1)
+        threading.Thread(target=later, daemon=True).start()
+        t0 = time.monotonic()
+        try:
+            got = ev.acquire(timeout=6)
+            fail("%s: the wait ended with %r, no exception" % (how, got))
+        except (KeyboardInterrupt, RuntimeError):
+            took = time.monotonic() - t0
+        check(took < 3, "%s: the handler ran %.2f s into the wait"
+              % (how, took))
+    ev.release(3)
+    for t in workers:
+        t.join(SLACK)
+
+    # 2. The main thread keeps the watch and runs a long signal handler: a
+    # unit that another process was chosen for and never takes (as if
+    # killed) still reaches a sleeper of ours -- a worker took the watch
+    # over -- not when the handler ends.  The other process is an epoll
+    # of its own, registered exclusively before our herd, whose sleeper
+    # takes nothing when woken.  (Only where a release wakes one process:
+    # the pipe backend wakes every waiting process.)
+    if EXCLUSIVE:
+        import select
+        ev = efd.EventFD(0, semaphore=True, backend=BACKEND)
+        r, w = os.pipe()
+        victim = os.fork()
+        if victim == 0:
+            ep = select.epoll()
+            ep.register(ev.fileno(), select.EPOLLIN | select.EPOLLET
+                        | select.EPOLLEXCLUSIVE)
+            os.write(w, b"x")
+            ep.poll(20)                     # chosen: takes nothing
+            time.sleep(20)
+            os._exit(0)
+        os.read(r, 1)
+        time.sleep(0.3)                     # asleep in its epoll
+        taken = []
+        signal.signal(signal.SIGUSR1, lambda *_: time.sleep(3))
+
+        def driver():
+            time.sleep(0.3)                 # the main thread asleep: the watch
+            in_threads(4, lambda: taken.append(
+                (ev.acquire(timeout=10), time.monotonic())))
+            time.sleep(0.3)
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+            time.sleep(0.1)                 # in the handler now
+            taken.append(("released", time.monotonic()))
+            ev.release(1)
+        threading.Thread(target=driver, daemon=True).start()
+        ev.acquire(timeout=1)               # nothing for the main thread
+        check(until(lambda: len(taken) >= 2, 10), "nobody took the unit: %r"
+              % (taken,))
+        (_, released), (got, at) = taken[0], taken[1]
+        check(got is True and at - released < 1.5, "the unit another "
+              "process was chosen for waited %.2f s (a handler of 3 s kept "
+              "the watch)" % (at - released))
+        os.kill(victim, signal.SIGKILL)
+        os.waitpid(victim, 0)
+    # 3. (Last: the number closed here may be reused.)  os.close(fileno())
+    # behind twenty sleepers' backs: the one keeping
+    # the watch finds it at its next look, and each it hands the watch to
+    # in turn finds it at once -- not one re-check interval each.
+    ev = efd.EventFD(0, semaphore=True, backend=BACKEND)
+    ends = []
+
+    def waiter():
+        try:
+            ends.append((ev.acquire(timeout=20), time.monotonic()))
+        except OSError as exc:
+            ends.append((exc.errno, time.monotonic()))
+    threads = in_threads(20, waiter)
+    time.sleep(0.5)
+    closed_at = time.monotonic()
+    os.close(ev.fileno())
+    for t in threads:
+        t.join(25)
+    check(len(ends) == 20 and all(e == errno.EBADF for e, _ in ends),
+          "after os.close: %r" % ([e for e, _ in ends],))
+    last = max(t for _, t in ends) - closed_at
+    check(last < 1.5, "the twentieth waiter saw the descriptor closed "
+          "%.2f s after the close" % last)
+
+    print("ok")
+'''
+
+
+def test_the_watch_survives_a_closed_descriptor_and_the_main_thread(
+        backend, run_py):
+    """The watch goes on where its keeper cannot look: twenty sleepers
+    whose descriptor was closed behind their backs all find out at once
+    (each keeper hands the watch on as it leaves); a main thread that
+    waits while workers keep the watch still runs a signal handler a
+    worker's signal tripped; and a main thread that keeps it and runs a
+    long handler hands it to a worker first, so that a unit another
+    process was chosen for and never takes (as if killed) is not left
+    until the handler ends."""
+    if not _herd(backend):
+        pytest.skip("%s: blocked readers do not sleep in a herd here"
+                    % backend)
+    exclusive = (backend != "pipe"
+                 and efd._efd._probe()["wake_one"] == "epoll-exclusive")
+    proc = run_py(child_code(_WATCH_FAULTS, EXCLUSIVE=exclusive),
+                  backend=backend, timeout=90)
+    assert "ok" in proc.stdout
+
+
 _KILLED_RELEASER = """
     import _seccomp
     if EVENT:
