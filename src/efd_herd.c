@@ -49,17 +49,20 @@
  * watch free (herd_watch 0) keeps it, and sleeps in slices of
  * EFD_RECHECK_MS; the others sleep without a limit.  A sleeper that
  * keeps the watch and leaves (it took a unit, its time ran out, a signal
- * handler raised) frees the watch and then writes the watch's channel,
- * registered edge-triggered: the kernel hands the event to one sleeper of
- * the instance (or keeps it for the next to sleep), which drains the
- * channel and takes the watch.  Whoever reads herd_watch as 1 before the
- * leaver freed it gets that event, or sees 0; so while the herd has
- * sleepers one of them keeps the watch, and a thousand idle readers in
+ * handler raised) frees the watch and then, if anyone is asleep, writes
+ * the watch's channel, registered edge-triggered: the kernel hands the
+ * event to one sleeper of the instance (or keeps it for the next to
+ * sleep), which drains the channel and takes the watch.  A sleeper counts
+ * itself asleep (herd_asleep) before it reads herd_watch, and the leaver
+ * frees herd_watch before it reads the count: the leaver sees the sleeper
+ * and rings, or the sleeper sees the watch free and takes it.  So while
+ * the herd has sleepers one of them keeps the watch, and a thousand idle readers in
  * one process wake ten times a second between them, not each.  The main
  * thread sleeps in slices whatever it keeps (a signal another thread
- * caught wakes nobody, and only the main thread runs the handler), and
- * hands the watch on before it runs Python code (efd_wait.c), which
- * may take long: the other sleepers look without the GIL.  A unit
+ * caught wakes nobody, and only the main thread runs the handler).  A
+ * keeper hands the watch on before it goes for the GIL -- to leave, or
+ * the main thread to run Python code (efd_wait.c) -- which another
+ * thread may hold for long: the other sleepers look without it.  A unit
  * that the watch finds goes on as a wake-up does (efd_wait.c): whoever
  * takes one and sees more hands a wake-up on.
  *
@@ -212,19 +215,29 @@ watch_take(eventfd_object *self, efd_waiter *w)
     int free = 0;
     if (!w->watching
             && __atomic_compare_exchange_n(&self->herd_watch, &free, 1, 0,
-                                           __ATOMIC_ACQ_REL,
-                                           __ATOMIC_ACQUIRE))
+                                           __ATOMIC_SEQ_CST,
+                                           __ATOMIC_SEQ_CST))
         w->watching = 1;
 }
 
 int
-efd_herd_sleep(eventfd_object *self, efd_waiter *w, int ms, short *revents)
+efd_herd_sleep(eventfd_object *self, efd_waiter *w, int ms, int slices,
+               short *revents)
 {
     /* Room for every event: a close(), the watch and the release's one
      * wake-up may come together, and the wake-up must not stay unseen
      * (and so not handed on). */
     struct epoll_event ev[3];
-    int i, n = epoll_wait(self->herd_ep, ev, 3, ms);
+    int i, n;
+    /* Counted asleep before it looks at the watch: a keeper handing it on
+     * frees it and then reads the count (efd_herd_leave), so it sees this
+     * sleeper and rings, or this sleeper sees the watch free. */
+    __atomic_add_fetch(&self->herd_asleep, 1, __ATOMIC_SEQ_CST);
+    watch_take(self, w);
+    if ((w->watching || slices) && (ms < 0 || ms > EFD_RECHECK_MS))
+        ms = EFD_RECHECK_MS;
+    n = epoll_wait(self->herd_ep, ev, 3, ms);
+    __atomic_sub_fetch(&self->herd_asleep, 1, __ATOMIC_SEQ_CST);
     *revents = 0;
     for (i = 0; i < n; i++) {
         if (ev[i].data.u64 == HERD_READY)
@@ -240,30 +253,21 @@ efd_herd_sleep(eventfd_object *self, efd_waiter *w, int ms, short *revents)
     return n;
 }
 
-int
-efd_herd_slice(eventfd_object *self, efd_waiter *w)
-{
-    watch_take(self, w);
-    return w->watching ? EFD_RECHECK_MS : -1;
-}
-
 void
 efd_herd_leave(eventfd_object *self, efd_waiter *w)
 {
-    efd_waiter *v;
     if (!w->watching)
         return;
     w->watching = 0;
-    /* Free it, then ring: a sleeper that saw it kept gets the event.  No
-     * other sleeper listed (the list changes only under the GIL, which we
-     * hold): the next to come finds it free. */
+    /* Free it, then ring if anyone sleeps (or is about to): one that saw
+     * it kept gets the event.  Nobody asleep: the next to sleep finds it
+     * free.  (One counted but waking meanwhile leaves a spare event,
+     * which whoever sleeps next takes, with the watch.)  No GIL needed:
+     * the caller may be on its way to wait for it. */
     __atomic_store_n(&self->herd_watch, 0, __ATOMIC_SEQ_CST);
-    for (v = self->waiters; v != NULL; v = v->next)
-        if (v != w && v->kind == EFD_WAITER_HERD) {
-            if (self->herd_wwfd >= 0)
-                efd_chan_put(self->herd_wrfd, self->herd_wwfd);
-            return;
-        }
+    if (__atomic_load_n(&self->herd_asleep, __ATOMIC_SEQ_CST) > 0
+            && self->herd_wwfd >= 0)
+        efd_chan_put(self->herd_wrfd, self->herd_wwfd);
 }
 
 void
@@ -279,9 +283,10 @@ int efd_herd_probe(void) { return EFD_HERD_NONE; }
 int efd_herd_wake_one(eventfd_object *self) { (void)self; return 0; }
 int efd_herd_open(eventfd_object *self) { (void)self; return ENOSYS; }
 int
-efd_herd_sleep(eventfd_object *self, efd_waiter *w, int ms, short *revents)
+efd_herd_sleep(eventfd_object *self, efd_waiter *w, int ms, int slices,
+               short *revents)
 {
-    (void)self; (void)w; (void)ms;
+    (void)self; (void)w; (void)ms; (void)slices;
     *revents = 0;
     errno = ENOSYS;
     return -1;
@@ -289,12 +294,6 @@ efd_herd_sleep(eventfd_object *self, efd_waiter *w, int ms, short *revents)
 void efd_herd_nudge(efd_impl *impl) { (void)impl; }
 void efd_herd_rotate(eventfd_object *self) { (void)self; }
 void efd_herd_rearm(eventfd_object *self) { (void)self; }
-int
-efd_herd_slice(eventfd_object *self, efd_waiter *w)
-{
-    (void)self; (void)w;
-    return EFD_RECHECK_MS;
-}
 void efd_herd_leave(eventfd_object *self, efd_waiter *w) { (void)self; (void)w; }
 
 #endif
@@ -313,8 +312,10 @@ efd_herd_close(eventfd_object *self)
         efd_close_fd(&self->herd_ep);
     efd_chan_close(&self->herd_krfd, &self->herd_kwfd);
     efd_chan_close(&self->herd_wrfd, &self->herd_wwfd);
-    /* A fork child's copy may say that a parent's thread keeps it. */
+    /* A fork child's copy may say that a parent's thread keeps it, and
+     * count the parent's sleepers. */
     __atomic_store_n(&self->herd_watch, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&self->herd_asleep, 0, __ATOMIC_RELEASE);
     self->herd_exclusive = self->herd_oneshot = 0;
 }
 

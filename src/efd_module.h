@@ -119,6 +119,7 @@ typedef struct {
      * that re-checks), and the channel a sleeper leaving the watch rings
      * to hand it to another (efd_herd.c, "The watch"). */
     int herd_watch, herd_wrfd, herd_wwfd;
+    int herd_asleep;      /* sleepers in (or entering) epoll_wait */
     /* How often this process's waiters woke for an event, and for a bare
      * re-check (EventFD._wakeups()); updated without the GIL. */
     uint64_t woken, rechecks;
@@ -270,14 +271,14 @@ int efd_herd_wake_one(eventfd_object *self);
 int efd_herd_open(eventfd_object *self);
 /* Sleep in the herd up to ms (-1: no limit), without the GIL: as poll(),
  * with *revents the readiness fd's (0 if the kick, the watch's channel,
- * or nothing, woke it). */
-int efd_herd_sleep(eventfd_object *self, efd_waiter *w, int ms,
+ * or nothing, woke it).  Sleeper w takes the watch if nobody keeps it,
+ * and then sleeps at most EFD_RECHECK_MS, as it does always with
+ * `slices` (the main thread). */
+int efd_herd_sleep(eventfd_object *self, efd_waiter *w, int ms, int slices,
                    short *revents);
-/* How long sleeper w of the herd may sleep before it looks at the count
- * itself: EFD_RECHECK_MS if it keeps the watch (taking it if nobody
- * does), else -1 (no limit).  Without the GIL. */
-int efd_herd_slice(eventfd_object *self, efd_waiter *w);
-/* Sleeper w leaves the herd (GIL held, still listed): if it kept the
+/* Sleeper w stops looking for now -- it leaves the wait, or it is the
+ * main thread about to run Python code -- without the GIL (a keeper
+ * blocked on it would keep the watch from everyone): if it kept the
  * watch, hand it on. */
 void efd_herd_leave(eventfd_object *self, efd_waiter *w);
 /* Wake the next exclusive watcher of the readiness fd, if it can be done

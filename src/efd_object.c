@@ -127,7 +127,7 @@ alloc_object(PyTypeObject *type, efd_state *st)
     self->generation = 0;
     self->herd_ep = self->herd_krfd = self->herd_kwfd = -1;
     self->herd_wrfd = self->herd_wwfd = -1;
-    self->herd_watch = 0;
+    self->herd_watch = self->herd_asleep = 0;
     self->herd_exclusive = self->herd_oneshot = 0;
     self->woken = self->rechecks = 0;
     self->state = st;

@@ -493,6 +493,17 @@ block_kind(int op)
          : op == EFD_OP_READ ? EFD_BLOCK_READ : EFD_BLOCK_WRITE;
 }
 
+/* A bare re-check (a slice ran out, nothing there) needs the GIL only to
+ * run signal handlers, which only the main thread runs: the others sleep
+ * again at once, so that a thousand idle readers do not queue for the GIL
+ * ten times a second each. */
+static int
+quiet_rechecks(eventfd_object *self, int op)
+{
+    return op == EFD_OP_READ
+           && PyThread_get_thread_ident() != self->state->main_ident;
+}
+
 /* One sleep: in the backend's block(), in the herd, or in poll() on the
  * readiness fd (pfd[0]) and the waiter's wake channel (pfd[1]).  Returns
  * > 0 woken by an event, 0 the time ran out, -1 with *err (EINTR...). */
@@ -550,7 +561,11 @@ sleep_once(eventfd_object *self, efd_waiter *w, int op, struct pollfd *pfd,
         return *err == 0 ? 1 : -1;
     }
     if (w->kind == EFD_WAITER_HERD) {
-        n = efd_herd_sleep(self, w, ms, &pfd[0].revents);
+        /* The main thread sleeps in slices whether it keeps the watch or
+         * not: a signal another thread caught wakes nobody, and only the
+         * main thread runs the handler. */
+        n = efd_herd_sleep(self, w, ms, !quiet_rechecks(self, op),
+                           &pfd[0].revents);
         if (pfd[0].revents & POLLIN)
             w->chosen = 1;
         /* epoll forgets a descriptor closed behind our back (os.close on
@@ -568,17 +583,6 @@ sleep_once(eventfd_object *self, efd_waiter *w, int op, struct pollfd *pfd,
     if (n < 0)
         *err = errno;
     return n;
-}
-
-/* A bare re-check (a slice ran out, nothing there) needs the GIL only to
- * run signal handlers, which only the main thread runs: the others sleep
- * again at once, so that a thousand idle readers do not queue for the GIL
- * ten times a second each. */
-static int
-quiet_rechecks(eventfd_object *self, int op)
-{
-    return op == EFD_OP_READ
-           && PyThread_get_thread_ident() != self->state->main_ident;
 }
 
 /* Python code may have run on this thread since *proc was read (signal
@@ -656,7 +660,7 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
             ws.slice_ms = EFD_NOCHAN_MS;
         /* The herd hands one wake-up to one waiter: if that one dies
          * before it takes the unit, someone must look for itself -- the
-         * sleeper that keeps the herd's watch (efd_herd_slice, below). */
+         * sleeper that keeps the herd's watch (efd_herd_sleep). */
         pfd[0].fd = ws.fd;
         pfd[0].events = ws.events;
         pfd[1].fd = w->rfd;
@@ -665,16 +669,12 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
         Py_BEGIN_ALLOW_THREADS
         for (;;) {
             int leaving;
-            /* The main thread sleeps in slices whether it keeps the watch
-             * or not: a signal caught by another thread wakes nobody, and
-             * only the main thread runs the handler. */
-            int slice = w->kind != EFD_WAITER_HERD ? ws.slice_ms
-                        : quiet ? efd_herd_slice(self, w)
-                        : (efd_herd_slice(self, w), EFD_RECHECK_MS);
             pfd[0].revents = pfd[1].revents = 0;
             ms = remaining_ms(deadline);
-            if (slice > 0 && (ms < 0 || ms > slice))
-                ms = slice;
+            /* (The herd's sleepers: how long, efd_herd_sleep says.) */
+            if (w->kind != EFD_WAITER_HERD && ws.slice_ms > 0
+                    && (ms < 0 || ms > ws.slice_ms))
+                ms = ws.slice_ms;
             if (first)
                 n = 1;                  /* look before the first sleep */
             else
@@ -739,18 +739,19 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
                 (void)efd_pass_on(self);
             /* Woken for nothing, or a bare re-check: sleep again (only the
              * main thread needs the GIL, to run signal handlers). */
-            if (!quiet || leaving)
+            if (!quiet || leaving) {
+                /* Whoever goes for the GIL -- to leave, or the main thread
+                 * to run Python code (signal handlers, which may take long,
+                 * or a wait on this object again) -- hands the herd's
+                 * watch on first: another thread may hold the GIL for
+                 * long, and the other sleepers look without it.  (One
+                 * that sleeps again takes it back if it is still free.) */
+                if (w->kind == EFD_WAITER_HERD)
+                    efd_herd_leave(self, w);
                 break;
+            }
         }
         Py_END_ALLOW_THREADS
-
-        /* The main thread is about to run Python code (signal handlers,
-         * which may take long, or wait on this object again): if it keeps
-         * the herd's watch, it hands it to a sleeper that needs no GIL to
-         * re-check (it takes it back at its next sleep if nobody else
-         * waits). */
-        if (!quiet && w->kind == EFD_WAITER_HERD)
-            efd_herd_leave(self, w);
 
         if (looked && !closed) {
             if (err == 0) {
@@ -822,8 +823,6 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
         impl->ops->interrupt(impl, 0);  /* pass on a futex wake-up */
     if (w->kind == EFD_WAITER_BLOCK && impl->ops->unblock != NULL)
         impl->ops->unblock(impl);       /* owes nobody now (the bell) */
-    if (w->kind == EFD_WAITER_HERD)
-        efd_herd_leave(self, w);        /* hands the watch on */
     waiter_end(self, w);
     return result;
 }

@@ -263,7 +263,55 @@ _WATCH_FAULTS = '''
               "the watch)" % (at - released))
         os.kill(victim, signal.SIGKILL)
         os.waitpid(victim, 0)
-    # 3. (Last: the number closed here may be reused.)  os.close(fileno())
+    # 3. The keeper leaves (its time runs out) while another thread holds
+    # the GIL in a long C call: it hands the watch on before it waits for
+    # the GIL, so the other sleeper finds a unit another process was
+    # chosen for and never takes -- seen from a process of its own that
+    # made the release and watches the count, since no thread here can
+    # run Python code meanwhile.
+    if EXCLUSIVE:
+        import select
+        ev = efd.EventFD(0, semaphore=True, backend=BACKEND)
+        r, w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        thief = os.fork()
+        if thief == 0:
+            ep = select.epoll()
+            ep.register(ev.fileno(), select.EPOLLIN | select.EPOLLET
+                        | select.EPOLLEXCLUSIVE)
+            os.write(w, b"x")
+            ep.poll(20)                     # chosen: takes nothing
+            time.sleep(20)
+            os._exit(0)
+        os.read(r, 1)
+        releaser = os.fork()
+        if releaser == 0:
+            time.sleep(1.0)                 # the GIL held since 0.4 s
+            ev.release(1)
+            t0 = time.monotonic()
+            while ev._peek() and time.monotonic() - t0 < 10:
+                time.sleep(0.002)
+            os.write(rep_w, repr(time.monotonic() - t0).encode())
+            os._exit(0)
+        keeper = in_threads(1, lambda: ev.acquire(timeout=0.6))
+        time.sleep(0.1)
+        other = in_threads(1, lambda: ev.acquire(timeout=10))
+        time.sleep(0.2)
+        import ctypes
+        # A C call that keeps the GIL for 2 s (a PyDLL call never lets it
+        # go): from 0.4 s to 2.4 s, over the keeper's timeout and the
+        # release.
+        ctypes.PyDLL(None).usleep(2000000)
+        took = float(os.read(rep_r, 100))
+        check(took < 1.0, "the unit waited %.2f s for the GIL, which the "
+              "watch's keeper went for before it handed the watch on"
+              % took)
+        other[0].join(SLACK)
+        for pid in (thief, releaser):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+
+    # 4. (Last: the number closed here may be reused.)  os.close(fileno())
     # behind twenty sleepers' backs: the one keeping
     # the watch finds it at its next look, and each it hands the watch to
     # in turn finds it at once -- not one re-check interval each.
@@ -300,7 +348,8 @@ def test_the_watch_survives_a_closed_descriptor_and_the_main_thread(
     worker's signal tripped; and a main thread that keeps it and runs a
     long handler hands it to a worker first, so that a unit another
     process was chosen for and never takes (as if killed) is not left
-    until the handler ends."""
+    until the handler ends; nor while the keeper, leaving, waits for the
+    GIL that a long C call holds."""
     if not _herd(backend):
         pytest.skip("%s: blocked readers do not sleep in a herd here"
                     % backend)
