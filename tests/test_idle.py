@@ -189,6 +189,26 @@ _WATCH_FAULTS = '''
             t.start()
         return threads
 
+    def thief(ev):
+        """A process that another process's release chooses and that never
+        takes the unit (as if killed at once): an epoll of its own,
+        registered exclusively before our herd, asleep in it."""
+        import select
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            ep = select.epoll()
+            ep.register(ev.fileno(), select.EPOLLIN | select.EPOLLET
+                        | select.EPOLLEXCLUSIVE)
+            os.write(w, b"x")
+            ep.poll(20)                     # chosen: takes nothing
+            time.sleep(20)
+            os._exit(0)
+        os.read(r, 1)
+        os.close(r)
+        os.close(w)
+        return pid
+
     # 1. The main thread waits while workers keep the watch: a signal that
     # another thread caught (the flag set, the main thread not woken by
     # the kernel) still runs its handler within a re-check.
@@ -222,24 +242,12 @@ _WATCH_FAULTS = '''
     # 2. The main thread keeps the watch and runs a long signal handler: a
     # unit that another process was chosen for and never takes (as if
     # killed) still reaches a sleeper of ours -- a worker took the watch
-    # over -- not when the handler ends.  The other process is an epoll
-    # of its own, registered exclusively before our herd, whose sleeper
-    # takes nothing when woken.  (Only where a release wakes one process:
-    # the pipe backend wakes every waiting process.)
+    # over -- not when the handler ends.  (Only where a release wakes one
+    # process, which thief() needs: the pipe backend wakes every waiting
+    # process.)
     if EXCLUSIVE:
-        import select
         ev = efd.EventFD(0, semaphore=True, backend=BACKEND)
-        r, w = os.pipe()
-        victim = os.fork()
-        if victim == 0:
-            ep = select.epoll()
-            ep.register(ev.fileno(), select.EPOLLIN | select.EPOLLET
-                        | select.EPOLLEXCLUSIVE)
-            os.write(w, b"x")
-            ep.poll(20)                     # chosen: takes nothing
-            time.sleep(20)
-            os._exit(0)
-        os.read(r, 1)
+        victim = thief(ev)
         time.sleep(0.3)                     # asleep in its epoll
         taken = []
         signal.signal(signal.SIGUSR1, lambda *_: time.sleep(3))
@@ -270,20 +278,9 @@ _WATCH_FAULTS = '''
     # made the release and watches the count, since no thread here can
     # run Python code meanwhile.
     if EXCLUSIVE:
-        import select
         ev = efd.EventFD(0, semaphore=True, backend=BACKEND)
-        r, w = os.pipe()
         rep_r, rep_w = os.pipe()
-        thief = os.fork()
-        if thief == 0:
-            ep = select.epoll()
-            ep.register(ev.fileno(), select.EPOLLIN | select.EPOLLET
-                        | select.EPOLLEXCLUSIVE)
-            os.write(w, b"x")
-            ep.poll(20)                     # chosen: takes nothing
-            time.sleep(20)
-            os._exit(0)
-        os.read(r, 1)
+        victim = thief(ev)
         releaser = os.fork()
         if releaser == 0:
             time.sleep(1.0)                 # the GIL held since 0.4 s
@@ -307,7 +304,7 @@ _WATCH_FAULTS = '''
               "watch's keeper went for before it handed the watch on"
               % took)
         other[0].join(SLACK)
-        for pid in (thief, releaser):
+        for pid in (victim, releaser):
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
 
