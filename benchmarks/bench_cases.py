@@ -1774,7 +1774,7 @@ def _idle_crowd(kind, backend, how, count, seconds):
 
 def idle_crowd_case(cfg):
     seconds = cfg.idle_seconds
-    count = 1000
+    count = cfg.crowd
     impls = []
     for kind, backend, how in (
             ("efd.Semaphore", None, "threads"),

@@ -49,6 +49,8 @@ class Config:
         self.handoff_target = 0.01 if quick else 0.03
         # issue 19: how long a waiter sits idle per sample
         self.idle_seconds = 0.5 if quick else 1.0
+        # issue 19: idle waiters in the crowd
+        self.crowd = 100 if quick else 1000
         self.handoff_max = 2000
         self.floor = None
         self.floor_error = None
