@@ -19,13 +19,20 @@ BACKENDS = ("eventfd", "eventfd-readback", "pipe", "futex")
 
 
 # What a release wakes, by what the kernel offers (see docs/internals.rst).
+#: For the kernel counter and 'pipe' (the 'futex' backend wakes one
+#: sleeper by construction): how a release wakes, and what an idle waiter
+#: costs (SPEC 6).
 _WAKE_ONE = {
     "epoll-exclusive": "yes (epoll with EPOLLEXCLUSIVE): one waiter of one "
-                       "process",
+                       "process; while idle, one thread per process and "
+                       "object looks at the count every 100 ms (for a "
+                       "chosen waiter that died)",
     "epoll": "within a process (epoll; EPOLLEXCLUSIVE refused): every "
-             "waiting process wakes",
-    "poll": "no (no epoll): every waiter wakes; the 'futex' backend still "
-            "wakes one thread or process",
+             "waiting process wakes; while idle, one thread per process "
+             "and object looks at the count every 100 ms",
+    "poll": "no (no epoll): every waiter wakes, and looks at the count "
+            "every 100 ms while idle; the 'futex' backend still wakes one "
+            "thread or process",
 }
 
 
