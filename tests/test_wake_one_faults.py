@@ -80,6 +80,19 @@ FAULTS_PRELUDE = '''
             pass
         return out[0] if out else None
 
+    def disturbances(rng, rounds):
+        """What disturbs each round's waiter -- None, "signal" or "close",
+        just before the release or just after (True) -- as a shuffled
+        schedule in which each of the six comes about equally often: with
+        six rounds or more, each fault happens at least once (drawn at
+        random each round, 25 rounds missed "signal, before" one run in a
+        hundred, and the test's check that every fault happened failed)."""
+        kinds = [(how, after) for how in (None, "signal", "close")
+                 for after in (False, True)]
+        schedule = (kinds * (rounds // len(kinds) + 1))[:rounds]
+        rng.shuffle(schedule)
+        return schedule
+
 '''
 
 # ---- threads -----------------------------------------------------------------
@@ -163,6 +176,7 @@ _THREADS = '''
 
     def drive():
         try:
+            schedule = disturbances(rng, ROUNDS)
             for rnd in range(ROUNDS):
                 round_no[0] = rnd
                 refill()
@@ -175,8 +189,7 @@ _THREADS = '''
                 time.sleep(rng.uniform(0, 0.02))
                 # The main thread or the closer may be disturbed just
                 # before or just after the release, when it may be chosen.
-                disturb = rng.choice((None, "signal", "close"))
-                after = rng.random() < 0.5
+                disturb, after = schedule[rnd]
                 if disturb and not after:
                     DISTURB[disturb]()
                 k = rng.randint(1, S)
@@ -408,6 +421,7 @@ _PROCS = '''
     disturb = {"signal": lambda: os.kill(rng.choice(of_role("signalled")),
                                          signal.SIGUSR1),
                "close": lambda: command(rng.choice(of_role("closer")), b"c")}
+    schedule = disturbances(rng, ROUNDS)
     for rnd in range(ROUNDS):
         # A new round: those that had a unit wait again; the leavers wait
         # once, briefly.
@@ -420,8 +434,7 @@ _PROCS = '''
         for p in of_role("leaver"):
             command(p, b"n")
         time.sleep(rng.uniform(0, 0.02))
-        how = rng.choice((None, "signal", "close"))
-        after = rng.random() < 0.5
+        how, after = schedule[rnd]
         if how and not after:
             disturb[how]()
         k = rng.randint(1, S)
