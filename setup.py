@@ -34,6 +34,7 @@ sources = [
     "src/efd_readback.c",
     "src/efd_shm.c",
     "src/efd_books.c",
+    "src/efd_watch.c",
     "src/efd_pipe.c",
     "src/efd_futex.c",
     "src/efd_ring.c",

@@ -1693,9 +1693,10 @@ def idle_case(cfg):
                     "through a ring (EFD_LOOP_SLEEP=ring), they look at the "
                     "count every 100 ms in case a wake-up was owed by a "
                     "process that died.  While another process holds units "
-                    "(a `with` block, issue 22) futex waiters look every "
-                    "100 ms as well: nothing tells them of a holder's "
-                    "death.",
+                    "(a `with` block, issue 22) futex waiters sleep too: "
+                    "the kernel tells the waiter's process when that holder "
+                    "dies (a pidfd, src/efd_watch.c); where pidfds are "
+                    "refused they look every 100 ms.",
                 columns=(("wakeups/s", "wake-ups per second", "%.1f"),))
 
 

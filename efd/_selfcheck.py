@@ -140,10 +140,19 @@ def main():
                                    if probe["loop_ring_errno"]
                                    else "no futex"))
     print("  event loops on 'futex' (sleep on the word): %s" % loops)
+    if probe["holder_deaths_told"] and probe["death_bell"]:
+        told = ("on 'futex' the kernel tells a waiter that a holder died "
+                "(a pidfd): it wakes at once and never looks before; on "
+                "'pipe' it finds out within a re-check (100 ms)")
+    elif probe["death_bell"]:
+        told = ("a waiter finds out within a re-check (100 ms): no pidfds "
+                "here, so waiters look every 100 ms while another process "
+                "holds units")
+    else:
+        told = "a waiter finds out within a re-check (100 ms)"
     print("  robust holds (OFD-locked holder slots):   %s"
           % ("yes: a unit held by `with sem:` or undo=True comes back when "
-             "its process dies ('futex', 'pipe'); a waiter gets it within "
-             "a re-check (100 ms)"
+             "its process dies ('futex', 'pipe'); " + told
              if probe["robust_holds"] else
              "no: a dead holder's units do not come back here (no OFD "
              "locks, no /proc/self/fd, or no 16-byte compare-and-swap)"))

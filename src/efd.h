@@ -39,7 +39,7 @@
  * (processes running different layouts must not share a page). */
 /* Holder slots in the page (efd_books.c): one per live process that has
  * held units of the object (a `with` block, acquire(undo=True)); the page
- * is 16 KiB with them. */
+ * is 32 KiB with them and their holders' names. */
 #define EFD_HOLDERS 1984
 
 struct efd_count {
@@ -94,6 +94,13 @@ struct efd_count {
      * and the units each slot's process holds (efd_books.c). */
     _Atomic uint32_t slots_used;
     _Atomic uint64_t books[EFD_HOLDERS];
+    /* Who holds each slot, for a sleeper that asks the kernel to tell it
+     * of that holder's death (efd_watch.c): its pid (low 32 bits) and the
+     * low 32 bits of its start time (clock ticks since boot: a reused pid
+     * does not match); 0 where unknown.  Written by the slot's claimer
+     * after it took the slot's lock; only ever a hint (the lock, not this,
+     * says who lives). */
+    _Atomic uint64_t holder_id[EFD_HOLDERS];
 };
 #define EFD_SYNC_TOKEN 1u
 #define EFD_SYNC_LOCKED 2u
@@ -405,6 +412,7 @@ uint64_t efd_books_held(efd_impl *impl);
 int efd_books_book(efd_impl *impl, uint64_t value);
 void efd_books_close(efd_impl *impl);
 void efd_books_wake_unrechecked(struct efd_count *c);
+int efd_books_watched(efd_impl *impl);
 void efd_count_changed(efd_impl *impl, uint64_t now);
 
 /* What the books need of the page's beacons (efd_shm.c): an OFD lock
@@ -417,6 +425,25 @@ int efd_shm_scratch(int *out_fd);
 int efd_beacon_register(int fd, _Atomic int *field);
 void efd_beacon_forget(_Atomic int *field);
 void efd_beacon_check_inherited(void);
+
+/* The holders' watcher (efd_watch.c): one thread per process that the
+ * kernel wakes, through pidfds, when a process a sleeper waits on dies.
+ * efd_watch_word(): a process-private futex word that moves after every
+ * such death.  efd_watch_enter()/_leave(): a sleeper relies on the watcher
+ * (from before its first efd_watch_process() to after its sleep).
+ * efd_watch_process(id): watch the process `id` names (efd_watch_self_id:
+ * pid and start time): 0 watched, ESRCH gone (or not that process), else
+ * an errno (cannot watch: no pidfds here).  efd_watch_before_fork(): stop
+ * the thread if no sleeper relies on it (os.fork() then makes no
+ * multi-threaded child, and does not warn).  efd_watch_probe(): 1 if
+ * pidfds work here. */
+_Atomic uint32_t *efd_watch_word(void);
+void efd_watch_enter(void);
+void efd_watch_leave(void);
+int efd_watch_process(uint64_t id);
+uint64_t efd_watch_self_id(void);
+int efd_watch_probe(void);
+int efd_watch_before_fork(void);
 
 /* A number that is this process's and another in every child, however it
  * was made (a bare clone included): one load where the kernel has

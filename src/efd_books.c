@@ -548,6 +548,10 @@ claim(efd_impl *impl)
         free(h);
         goto out;
     }
+    /* Our name, for sleepers that ask the kernel to tell them of our
+     * death (efd_watch.c): after the lock, so that whoever finds the
+     * byte free never trusts it. */
+    atomic_store(&impl->cnt->holder_id[s], efd_watch_self_id());
     used = atomic_load(&impl->cnt->slots_used);
     while (used < (uint32_t)s + 1
            && !atomic_compare_exchange_weak(&impl->cnt->slots_used, &used,
@@ -747,6 +751,44 @@ efd_books_foreign(efd_impl *impl)
     return 0;
 }
 
+/* Whether the kernel will tell this process of the death of every other
+ * process that holds units here (efd_watch.c), so that a sleeper need not
+ * look again on their account: 1 yes (all watched), 0 no (look again
+ * every EFD_RECHECK_MS), -1 a holder was found dead and its books were
+ * settled just now (look at the count again before sleeping).  Called
+ * between efd_watch_enter() and _leave(), after the caller read the
+ * watcher's word: a watched holder that dies after this look moves it.
+ * A holder whose pidfd said it died while its lock is still held (its
+ * holder description lives on in a child) is not watched any more. */
+int
+efd_books_watched(efd_impl *impl)
+{
+    struct efd_count *c = impl->cnt;
+    uint64_t added;
+    int s, r, mine, n = slots_used(c);
+    mine = own_slot(impl);
+    for (s = 0; s < n; s++) {
+        if (s == mine || truth(c, s, NULL) == 0)
+            continue;
+#ifdef EFD_EXPLORE
+        r = efd_explore_watch(s);
+#else
+        r = efd_watch_process(atomic_load(&c->holder_id[s]));
+#endif
+        EFD_POINT("books: a holder watched?");
+        if (r == 0)
+            continue;                   /* watched */
+        if (r == ESRCH && !holder_alive(impl, s)) {
+            /* Gone, and its lock with it: settle now. */
+            (void)impl->ops->settle(impl, -1, &added);
+            return -1;
+        }
+        EFD_POINT("books: a holder not watched");
+        return 0;
+    }
+    return 1;
+}
+
 int
 efd_books_sweep_due(efd_impl *impl)
 {
@@ -859,6 +901,7 @@ efd_books_book(efd_impl *impl, uint64_t value)
     return ENOTSUP;
 }
 int efd_books_foreign(efd_impl *impl) { (void)impl; return 0; }
+int efd_books_watched(efd_impl *impl) { (void)impl; return 1; }
 int efd_books_sweep_due(efd_impl *impl) { (void)impl; return 0; }
 int
 efd_books_settle(efd_impl *impl, int slot, uint64_t *added)

@@ -63,7 +63,7 @@
 
 #if defined(__linux__) && defined(SYS_futex)
 
-#define EFD_FUTEX_MAGIC 0x65667807u   /* "ef", futex, layout 7 (efd.h) */
+#define EFD_FUTEX_MAGIC 0x65667808u   /* "ef", futex, layout 8 (efd.h) */
 
 static long
 futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *ts)
@@ -255,22 +255,30 @@ bell_restore(const struct bell_arming *a)
  * last look (S4) and died before its wake-up rings while the sleeper is
  * not asleep yet -- the ring wakes nobody, and the ticket has not moved
  * (W3 never came).  The units it added have: the sleep does not start. */
-#define BELL_WORDS 5
+#define BELL_WORDS 6
 static long
 bell_wait(struct efd_count *c, _Atomic uint32_t *word, uint32_t t, int ms,
-          int with_hold, uint32_t hold)
+          int with_hold, uint32_t hold, _Atomic uint32_t *deaths,
+          uint32_t dval)
 {
     /* The books' bell is for sleepers that do not re-check: one that looks
      * again every EFD_RECHECK_MS anyway need not be woken for it. */
-    int n = with_hold ? BELL_WORDS : BELL_WORDS - 1;
+    int n = with_hold ? 5 : 4;
     _Atomic uint32_t *words[BELL_WORDS];
-    uint32_t vals[BELL_WORDS] = { t, 0, 0, 0, hold };
+    uint32_t vals[BELL_WORDS] = { t, 0, 0, 0, hold, dval };
     words[0] = word;
     words[1] = &c->bell;
     words[2] = (_Atomic uint32_t *)(void *)&c->count;        /* halves */
     words[3] = (_Atomic uint32_t *)(void *)&c->count + 1;
     /* The books' bell: a process starting to hold units (efd_books.c). */
     words[4] = &c->holdseq;
+    /* The watcher's word (efd_watch.c, this process's own): a watched
+     * holder in another process died. */
+    if (deaths != NULL) {
+        words[n] = deaths;
+        vals[n] = dval;
+        n++;
+    }
 #ifdef EFD_EXPLORE
     return efd_explore_futex_waitv(words, vals, n, ms >= 0);
 #else
@@ -280,7 +288,8 @@ bell_wait(struct efd_count *c, _Atomic uint32_t *word, uint32_t t, int ms,
     for (i = 0; i < n; i++) {
         w[i].val = vals[i];
         w[i].uaddr = (uintptr_t)words[i];
-        w[i].flags = BELL_SIZE_U32;
+        w[i].flags = words[i] == deaths ? BELL_SIZE_U32 | BELL_PRIVATE
+                                        : BELL_SIZE_U32;
         w[i].reserved = 0;
     }
     if (bell_extra != NULL) {
@@ -318,7 +327,8 @@ efd_bell_probe(void)
             || (probe = calloc(1, sizeof(*probe))) == NULL)
         return 0;
     atomic_store(&probe->seq, 1);
-    ok = bell_wait(probe, &probe->seq, 0, 0, 1, 0) < 0 && errno == EAGAIN;
+    ok = bell_wait(probe, &probe->seq, 0, 0, 1, 0, NULL, 0) < 0
+         && errno == EAGAIN;
     free(probe);
     return ok;
 #endif
@@ -344,9 +354,11 @@ robust_head(void)
 }
 static long
 bell_wait(struct efd_count *c, _Atomic uint32_t *word, uint32_t t, int ms,
-          int with_hold, uint32_t hold)
+          int with_hold, uint32_t hold, _Atomic uint32_t *deaths,
+          uint32_t dval)
 {
     (void)c; (void)word; (void)t; (void)ms; (void)with_hold; (void)hold;
+    (void)deaths; (void)dval;
     errno = ENOSYS;
     return -1;
 }
@@ -585,7 +597,7 @@ fx_ticket(efd_impl *impl, int kind)
 static int
 block_on_bell(efd_impl *impl, int kind, uint32_t ticket, int ms,
               _Atomic uint64_t *who, uint32_t epoch, int rechecks,
-              uint32_t hold)
+              uint32_t hold, _Atomic uint32_t *deaths, uint32_t dval)
 {
     struct efd_count *c = impl->cnt;
     struct bell_arming arming;
@@ -599,7 +611,7 @@ block_on_bell(efd_impl *impl, int kind, uint32_t ticket, int ms,
         return 0;                       /* look again, without the bell */
     }
     woke = bell_wait(c, word_of(c, kind), ticket, ms,           /* S5 */
-                     !rechecks, hold);
+                     !rechecks, hold, deaths, dval);
     if (woke < 0 && (errno == ENOSYS || errno == EPERM)) {
         bell_restore(&arming);
         sleep_leave(who, epoch);
@@ -619,12 +631,24 @@ block_on_bell(efd_impl *impl, int kind, uint32_t ticket, int ms,
     return err;
 }
 
+/* The holders' watcher (efd_watch.c); the explorer's model of it. */
+#ifdef EFD_EXPLORE
+#  define watch_word() efd_explore_watch_word()
+#  define watch_enter() ((void)0)
+#  define watch_leave() ((void)0)
+#else
+#  define watch_word() efd_watch_word()
+#  define watch_enter() efd_watch_enter()
+#  define watch_leave() efd_watch_leave()
+#endif
+
 static int
 fx_block(efd_impl *impl, int kind, uint32_t ticket, int ms)
 {
     struct efd_count *c = impl->cnt;
     _Atomic uint64_t *who = NULL;
-    uint32_t epoch = 0, hold = 0;
+    _Atomic uint32_t *deaths = NULL;
+    uint32_t epoch = 0, hold = 0, dval = 0;
     struct timespec ts;
     int err = 0, rechecks = 1;
 
@@ -644,22 +668,51 @@ fx_block(efd_impl *impl, int kind, uint32_t ticket, int ms)
         EFD_POINT("block: holdwait set");
         /* Without the bell here or in any process that has the object
          * open, look again every EFD_RECHECK_MS (after the ticket: see
-         * unbelled_check); and while another process holds units, whose
-         * death nobody rings for (efd_books.c): the look settles them. */
-        rechecks = !impl->bell || atomic_load(&c->unbelled) > 0
-                   || efd_books_foreign(impl);
+         * unbelled_check). */
+        rechecks = !impl->bell || atomic_load(&c->unbelled) > 0;
+        /* While another process holds units, whose death no bell rings
+         * for (efd_books.c): the kernel tells this process's watcher
+         * (efd_watch.c), which moves its word, where it can; else look
+         * again every EFD_RECHECK_MS, and the look settles them. */
+        if (efd_books_foreign(impl)) {
+            if (!rechecks) {
+                watch_enter();
+                deaths = watch_word();
+                dval = atomic_load(deaths);
+                switch (efd_books_watched(impl)) {
+                case -1:                    /* one was dead: look again */
+                    watch_leave();
+                    return 0;
+                case 0:
+                    rechecks = 1;
+                    break;
+                }
+                if (rechecks) {
+                    watch_leave();
+                    deaths = NULL;
+                }
+            }
+            else
+                rechecks = 1;
+        }
         if (rechecks && (ms < 0 || ms > EFD_RECHECK_MS))
             ms = EFD_RECHECK_MS;
         who = kind == EFD_BLOCK_READY ? &c->watchers : &c->sleepers;
         epoch = sleep_enter(who);                               /* S3 */
         if (atomic_load(&c->count) > 0) {                       /* S4 */
             sleep_leave(who, epoch);
+            if (deaths != NULL)
+                watch_leave();
             return 0;
         }
         EFD_POINT("block: count 0");
-        if (impl->bell)
-            return block_on_bell(impl, kind, ticket, ms, who, epoch,
-                                 rechecks, hold);
+        if (impl->bell) {
+            err = block_on_bell(impl, kind, ticket, ms, who, epoch,
+                                rechecks, hold, deaths, dval);
+            if (deaths != NULL)
+                watch_leave();
+            return err;
+        }
     }
     ts.tv_sec = ms / 1000;
     ts.tv_nsec = (long)(ms % 1000) * 1000000L;

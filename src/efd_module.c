@@ -328,6 +328,12 @@ efd_fn_probe(PyObject *module, PyObject *Py_UNUSED(ignored))
         goto fail;
     if (dict_set(d, "robust_holds", PyBool_FromLong(efd_books_probe())) < 0)
         goto fail;
+    /* Whether the kernel tells a sleeper that a holder died (pidfds,
+     * efd_watch.c), or sleepers look every EFD_RECHECK_MS while another
+     * process holds units. */
+    if (dict_set(d, "holder_deaths_told", PyBool_FromLong(
+            efd_books_probe() && efd_watch_probe())) < 0)
+        goto fail;
     {
         int ring_err = efd_loop_ring_probe(st);
         int bell = futex_err == 0 && efd_state_bell(st);
@@ -424,8 +430,12 @@ efd_fn_after_fork(PyObject *module, PyObject *Py_UNUSED(ignored))
 static PyObject *
 efd_fn_before_fork(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
-    return PyLong_FromLong(
-        efd_loops_before_fork((efd_state *)PyModule_GetState(module)));
+    int stopped = efd_loops_before_fork((efd_state *)PyModule_GetState(module));
+    /* And the holders' watcher, if no sleeper relies on it (efd_watch.c). */
+    Py_BEGIN_ALLOW_THREADS
+    stopped += efd_watch_before_fork();
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(stopped);
 }
 
 /* Registered with os.register_at_fork(after_in_parent=...). */
@@ -470,7 +480,8 @@ static PyMethodDef efd_functions[] = {
      "Start this fork child's own process state (see efd_impl.proc)."},
     {"_before_fork", (PyCFunction)efd_fn_before_fork, METH_NOARGS,
      "_before_fork($module, /)\n--\n\n"
-     "Stop the idle helper threads kept for event loops (efd_loop.c); "
+     "Stop the idle helper threads kept for event loops (efd_loop.c), "
+     "and the holders' watcher if no sleeper relies on it (efd_watch.c); "
      "how many."},
     {"_after_fork_parent", (PyCFunction)efd_fn_after_fork_parent, METH_NOARGS,
      "_after_fork_parent($module, /)\n--\n\n"

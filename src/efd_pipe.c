@@ -22,7 +22,7 @@
 #include <errno.h>
 #include <sys/stat.h>
 
-#define EFD_PIPE_MAGIC 0x65667007u      /* "ef", pipe, layout 7 (efd.h) */
+#define EFD_PIPE_MAGIC 0x65667008u      /* "ef", pipe, layout 8 (efd.h) */
 
 static int
 pipe_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec)

@@ -51,6 +51,11 @@ Modes
     ``futex_waitv`` fails with ``ENOSYS``: a kernel before 5.16, or a
     container profile older than the call, where the ``futex`` backend
     goes without its death bell.
+``"no-pidfd"``
+    ``pidfd_open`` fails with ``ENOSYS``: a kernel before 5.3, or a sandbox
+    that refuses it, where nobody tells a sleeper that a process holding
+    units died and the ``futex`` backend's sleepers look again every 100 ms
+    while another process holds units.
 ``"no-io-uring"``
     ``io_uring_setup``, ``io_uring_enter`` and ``io_uring_register`` fail
     with ``EPERM``, as under Docker's default seccomp profile: installed
@@ -120,7 +125,8 @@ __all__ = [
 
 #: Modes accepted by :func:`build_filter` and :func:`install_filter`.
 MODES = ("no-semaphore", "no-eventfd", "no-epoll", "no-memfd",
-         "no-futex-waitv", "no-io-uring", "kill-at-shared-futex-wake")
+         "no-futex-waitv", "no-io-uring", "no-pidfd",
+         "kill-at-shared-futex-wake")
 
 #: Exit status of a :func:`run_in_filtered_child` child when the filter could
 #: not be installed because seccomp is unsupported here (the automake "skip"
@@ -181,11 +187,13 @@ _ARCHES = {
     "x86_64": {"audit": AUDIT_ARCH_X86_64, "eventfd": 284, "eventfd2": 290,
                "epoll_create": 213, "epoll_create1": 291, "memfd_create": 319,
                "futex": 202, "futex_waitv": 449, "io_uring_setup": 425,
-               "io_uring_enter": 426, "io_uring_register": 427},
+               "io_uring_enter": 426, "io_uring_register": 427,
+               "pidfd_open": 434},
     "aarch64": {"audit": AUDIT_ARCH_AARCH64, "eventfd": None, "eventfd2": 19,
                 "epoll_create": None, "epoll_create1": 20, "memfd_create": 279,
                 "futex": 98, "futex_waitv": 449, "io_uring_setup": 425,
-                "io_uring_enter": 426, "io_uring_register": 427},
+                "io_uring_enter": 426, "io_uring_register": 427,
+                "pidfd_open": 434},
 }  # type: Dict[str, Dict[str, Optional[int]]]
 _ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
 
@@ -271,7 +279,8 @@ def build_filter(mode, machine=None):
             _stmt(ret, SECCOMP_RET_ALLOW),              # 7: allow
         ]
     else:  # "no-eventfd", "no-epoll", "no-memfd", "no-futex-waitv": ENOSYS;
-        # "no-io-uring": EPERM (what Docker's default profile answers)
+        # "no-pidfd": ENOSYS; "no-io-uring": EPERM (what Docker's default
+    # profile answers)
         code = errno.EPERM if mode == "no-io-uring" else errno.ENOSYS
         err = SECCOMP_RET_ERRNO | (code & SECCOMP_RET_DATA)
         if mode == "no-io-uring":
@@ -283,6 +292,8 @@ def build_filter(mode, machine=None):
             nrs = [info["memfd_create"]]
         elif mode == "no-futex-waitv":
             nrs = [info["futex_waitv"]]
+        elif mode == "no-pidfd":
+            nrs = [info["pidfd_open"]]
         else:
             nrs = [info["epoll_create1"], info["epoll_create"]]
         nrs = [nr for nr in nrs if nr is not None]

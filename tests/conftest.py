@@ -88,6 +88,23 @@ def full_or(small, full):
 #: Generous: the machine is small and shared.
 PROMPT = 5.0
 
+#: For run_py() code: fork_probe() forks a child that exits at once with
+#: the number of its threads, and returns that number and the messages of
+#: the "multi-threaded" DeprecationWarnings os.fork() gave (3.12 and later
+#: warn when the forking process has threads besides the one forking).
+FORK_PROBE = r"""
+def fork_probe():
+    import os, warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pid = os.fork()
+        if pid == 0:
+            os._exit(len(os.listdir("/proc/self/task")))
+        _, status = os.waitpid(pid, 0)
+    return status >> 8, [str(w.message) for w in caught
+                         if "multi-threaded" in str(w.message)]
+"""
+
 
 def _selected_backends():
     env = os.environ.get("EFD_BACKEND", "")

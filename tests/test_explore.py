@@ -77,6 +77,7 @@ SCENARIOS = [
     "books-settler-vs-holders",
     "books-holder-vs-sleeper",
     "books-book-vs-untimed-sleeper",
+    "books-holder-dies-under-untimed-sleeper",
     "books-pipe-hold-vs-give",
     # event loops on the futex word through a ring (issue 19)
     "loop-vs-give",
@@ -116,6 +117,12 @@ FULL_CAP = {"futex-watcher-vs-reader-2": 2, "futex-armed-three": 2,
 #: the default run, every futex scenario in the full run.
 NO_BELL = full_or({"futex-sleeper-aba", "futex-two-readers-two-units"},
                   {name for name in SCENARIOS if name.startswith("futex")})
+
+#: The futex scenarios with holders, also run with deaths and without the
+#: holders' watcher (-W: no pidfds), where sleepers look again every 100 ms
+#: while another process holds units.
+NO_WATCH = {"books-holder-vs-sleeper", "books-book-vs-untimed-sleeper",
+            "books-holder-dies-under-untimed-sleeper"}
 
 
 # The explorer is plain C, built by the system compiler: the same under
@@ -192,12 +199,15 @@ def _cases():
             # re-check is what frees a wake-up the dead owed.
             yield pytest.param(name, True, 1, False,
                                id="%s-deaths-no-bell" % name)
+        if name in NO_WATCH:
+            yield pytest.param(name, True, 2, "no-watch",
+                               id="%s-deaths-no-watch" % name)
 
 
 @pytest.mark.parametrize("name,deaths,bound,bell", list(_cases()))
 def test_explore(explorer, name, deaths, bound, bell):
     args = (["-s", name, "-p", str(bound)] + (["-k"] if deaths else [])
-            + ([] if bell else ["-B"]))
+            + ([] if bell else ["-B"]) + (["-W"] if bell == "no-watch" else []))
     r = _run(explorer, *args)
     report = "explore %s: exit %d\n%s%s" % (" ".join(args), r.returncode,
                                            r.stdout, r.stderr)

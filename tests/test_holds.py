@@ -9,18 +9,20 @@ process that is killed is a fork child or a subprocess of the test.
 """
 
 import asyncio
+import json
 import os
 import random
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 
 import pytest
 
 import efd
 import efd.aio
-from conftest import PROMPT, REPO, full_or
+from conftest import FORK_PROBE, PROMPT, REPO, full_or
 
 BOOKED = ("futex", "pipe")
 
@@ -64,6 +66,16 @@ def _wait_ready(r):
 def _kill(pid):
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
+
+
+def _kill_all(*pids):
+    """SIGKILL and reap each child not None and not gone already."""
+    for pid in pids:
+        if pid is not None:
+            try:
+                _kill(pid)
+            except (ProcessLookupError, ChildProcessError):
+                pass
 
 
 def _hold_forever(w):
@@ -527,6 +539,26 @@ def test_the_probe_reports_robust_holds():
         assert efd._efd._probe()["robust_holds"] is True
 
 
+def test_the_probe_says_whether_holders_deaths_are_told():
+    """`python -m efd` says whether the kernel tells waiters that a holder
+    died (pidfds), and says the fallback where pidfd_open is refused."""
+    import _seccomp
+    ok, why = _seccomp.supported()
+    if not ok:
+        pytest.skip(why)
+    if not _told():
+        pytest.skip("no death bell or no pidfds here (python -m efd)")
+    out = subprocess.run([sys.executable, "-m", "efd"], capture_output=True,
+                         text=True, timeout=60, cwd=REPO)
+    assert "the kernel tells a waiter that a holder died" in out.stdout
+    code = ("import runpy, sys; sys.argv = ['efd']; "
+            "runpy.run_module('efd', run_name='__main__')")
+    got = _seccomp.run_in_filtered_child("no-pidfd", code, cwd=REPO)
+    assert got.returncode == 0, got.stderr
+    assert "no pidfds here" in got.stdout, got.stdout
+    assert "the kernel tells" not in got.stdout, got.stdout
+
+
 def test_objects_of_one_page_in_one_process_share_the_books():
     """The books are per process: a copy of the object in this process
     (loaded from a pickle, as another interpreter's would be) settles what
@@ -641,13 +673,7 @@ def test_a_sleeper_is_told_of_a_hold_booked_after_it_slept():
         a = None
         ok, waited = os.read(res_r, 64).split()
     finally:
-        # Whatever failed, no child outlives the test.
-        for pid in (a, w):
-            if pid is not None:
-                try:
-                    _kill(pid)
-                except (ProcessLookupError, ChildProcessError):
-                    pass
+        _kill_all(a, w)                 # whatever failed
     assert ok == b"1"
     assert float(waited) < PROMPT, "W got the unit only at its deadline"
     sem.close()
@@ -851,3 +877,219 @@ def test_units_held_in_two_interpreters_come_back_when_the_process_dies():
             sem.release()                # both came back, once each
     finally:
         sem.close()
+
+
+# ---- a holder's death is told, not polled for (efd_watch.c) ------------------
+
+def _told():
+    probe = efd._efd._probe()
+    return probe["death_bell"] and probe["holder_deaths_told"]
+
+
+def _switches(tid):
+    with open("/proc/self/task/%d/status" % tid) as f:
+        for line in f:
+            if line.startswith("voluntary_ctxt_switches"):
+                return int(line.split()[1])
+    raise AssertionError("no voluntary_ctxt_switches for thread %d" % tid)
+
+
+def _read_line(fd, timeout):
+    import select
+    data = b""
+    deadline = time.monotonic() + timeout
+    while not data.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        ready, _, _ = select.select([fd], [], [], max(left, 0))
+        assert ready, "the waiter said nothing in %.1f s" % timeout
+        chunk = os.read(fd, 4096)
+        assert chunk, "the waiter died before it said %r" % data
+        data += chunk
+    return data.decode()
+
+
+IDLE = 1.5      # seconds a waiter sleeps while another process holds
+
+
+def _waiter_while_held(sem, seccomp_mode=None):
+    """Fork a waiter whose thread blocks in sem.acquire() while another
+    process holds the unit.  It says (one JSON line) how often that thread
+    looked and was switched in IDLE seconds, then (another line) whether
+    it got the unit and when (time.monotonic(), one clock for all
+    processes here).  Returns (pid, read end)."""
+    import threading
+    res_r, res_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(res_r)
+            if seccomp_mode is not None:
+                import _seccomp
+                _seccomp.install_filter(seccomp_mode)
+            box = {}
+            started = threading.Event()
+
+            def wait():
+                box["tid"] = threading.get_native_id()
+                started.set()
+                box["ok"] = sem.acquire(timeout=PROMPT * 3)
+                box["at"] = time.monotonic()
+            t = threading.Thread(target=wait)
+            t.start()
+            started.wait()
+            time.sleep(0.3)                 # asleep by now
+            looks0, sw0 = sum(sem._ev._wakeups()), _switches(box["tid"])
+            time.sleep(IDLE)
+            looks1, sw1 = sum(sem._ev._wakeups()), _switches(box["tid"])
+            os.write(res_w, (json.dumps({"looks": looks1 - looks0,
+                                         "switches": sw1 - sw0}) + "\n")
+                     .encode())
+            t.join(PROMPT * 4)
+            os.write(res_w, (json.dumps({"ok": box.get("ok"),
+                                         "at": box.get("at")}) + "\n")
+                     .encode())
+        finally:
+            os._exit(0)
+    os.close(res_w)
+    return pid, res_r
+
+
+def _kill_holder_under_waiter(holder, waiter, res):
+    """The waiter's first line (how it slept while the holder held), the
+    time the holder was SIGKILLed, and the waiter's second line (whether
+    and when it got the unit).  No child outlives it."""
+    try:
+        idle = json.loads(_read_line(res, PROMPT))
+        killed_at = time.monotonic()
+        _kill(holder)
+        holder = None
+        got = json.loads(_read_line(res, PROMPT * 4))
+    finally:
+        _kill_all(holder, waiter)
+        os.close(res)
+    return idle, killed_at, got
+
+
+def _hold_in_block(sem):
+    def body(w):
+        with sem:
+            _hold_forever(w)
+    return body
+
+
+def test_a_waiter_does_not_look_while_another_process_holds():
+    """futex: while another process holds the unit, a blocked waiter
+    sleeps with no re-check (the kernel will say when the holder dies:
+    a pidfd, efd_watch.c); SIGKILL the holder and the waiter is woken and
+    takes the unit at once."""
+    if not _told():
+        pytest.skip("no death bell or no pidfds here (python -m efd)")
+    sem = efd.Semaphore(1, backend="futex")
+    holder, r = _child(_hold_in_block(sem))
+    _wait_ready(r)
+    waiter, res = _waiter_while_held(sem)
+    idle, killed_at, got = _kill_holder_under_waiter(holder, waiter, res)
+    # Before: one look every 100 ms, 15 in IDLE seconds.
+    assert idle["looks"] == 0, idle
+    assert idle["switches"] <= 1, idle
+    assert got["ok"] is True, got
+    assert got["at"] - killed_at < PROMPT, got
+    assert sem.value == 0 and sem._ev._held() == 0
+    sem.close()
+
+
+def test_without_pidfds_a_waiter_looks_for_a_dead_holder():
+    """Where pidfd_open is refused (seccomp here; a kernel before 5.3),
+    the waiter looks again every 100 ms while another process holds, and
+    so still finds the dead holder's unit."""
+    import _seccomp
+    ok, why = _seccomp.supported()
+    if not ok:
+        pytest.skip(why)
+    if not _told():
+        pytest.skip("no death bell or no pidfds here (python -m efd)")
+    sem = efd.Semaphore(1, backend="futex")
+    holder, r = _child(_hold_in_block(sem))
+    _wait_ready(r)
+    waiter, res = _waiter_while_held(sem, "no-pidfd")
+    idle, _, got = _kill_holder_under_waiter(holder, waiter, res)
+    assert idle["looks"] >= 5, idle     # about 15: every 100 ms
+    assert got["ok"] is True, got
+    sem.close()
+
+
+def test_a_holder_description_kept_by_a_child_is_looked_for_after_exit():
+    """The holder dies while a child it started without closing
+    descriptors keeps its holder description (docs/processes.rst): the
+    pidfd says the holder died, but its lock lives on, so the waiter looks
+    again every 100 ms and gets the unit once that child exits -- not at
+    its own deadline."""
+    if not _told():
+        pytest.skip("no death bell or no pidfds here (python -m efd)")
+    sem = efd.Semaphore(1, backend="futex")
+
+    def body(w):
+        with sem:
+            # A child that inherits every descriptor, the holder
+            # description included, and lives 1.5 s.
+            subprocess.Popen(["sleep", "1.5"], close_fds=False)
+            _hold_forever(w)
+    holder, r = _child(body)
+    _wait_ready(r)
+    waiter, res = _waiter_while_held(sem)
+    _, killed_at, got = _kill_holder_under_waiter(holder, waiter, res)
+    assert got["ok"] is True, got
+    assert got["at"] - killed_at < PROMPT, got
+    sem.close()
+
+
+def test_a_fork_stops_the_holders_watcher_first(run_py):
+    """The watcher is a thread (efd_watch.c), kept after the wait that
+    started it; os.fork() stops it first when no sleeper relies on it, so
+    a program that waited while another process held units and then
+    forks forks with one thread (from 3.12 os.fork() would warn that it
+    is multi-threaded), and the next such wait starts it again."""
+    if not _told():
+        pytest.skip("no death bell or no pidfds here (python -m efd)")
+    out = run_py(FORK_PROBE + textwrap.dedent(r"""
+        import json, os, signal, threading, time, warnings
+        import efd
+
+        def threads():
+            return len(os.listdir("/proc/self/task"))
+
+        import faulthandler
+        faulthandler.cancel_dump_traceback_later()
+        sem = efd.Semaphore(1, backend="futex")
+        r, w = os.pipe()
+        base = threads()
+
+        def wait_while_held():
+            # A child holds the unit for 1 s; this waits for it meanwhile
+            # (the watcher watches the child).
+            holder = os.fork()
+            if holder == 0:
+                with sem:
+                    os.write(w, b"x")
+                    time.sleep(1)
+                os._exit(0)
+            os.read(r, 1)
+            assert sem.acquire(timeout=10)
+            sem.release()
+            os.waitpid(holder, 0)
+        wait_while_held()
+        kept = threads() - base
+        child, warned = fork_probe()
+        after = threads() - base
+        wait_while_held()                   # again
+        again = threads() - base
+        print(json.dumps({
+            "kept": kept, "after": after, "again": again,
+            "child": child, "warned": warned}))
+    """), timeout=60)
+    got = json.loads(out.stdout)
+    assert got["kept"] == 1, got        # the watcher, kept
+    assert got["after"] == 0, got       # stopped before the fork
+    assert got["child"] == 1, got
+    assert got["warned"] == [], got
+    assert got["again"] == 1, got       # started again by the next wait

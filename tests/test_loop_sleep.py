@@ -32,7 +32,7 @@ import pytest
 
 import efd
 from efd import _efd
-from conftest import full_or
+from conftest import FORK_PROBE, full_or
 
 _PROBE = _efd._probe()
 #: Which ways loops can sleep here: a helper needs the death bell, a ring
@@ -574,7 +574,7 @@ def test_a_fork_stops_the_idle_helpers_first(run_py):
     that it is multi-threaded; the next wait makes a helper again."""
     if not AVAILABLE["helper"]:
         pytest.skip("no helper sleep here (python -m efd)")
-    out = run_py(ALONE + textwrap.dedent(r"""
+    out = run_py(ALONE + FORK_PROBE + textwrap.dedent(r"""
         import asyncio, warnings
         sem = efd.Semaphore(0)
 
@@ -584,22 +584,14 @@ def test_a_fork_stops_the_idle_helpers_first(run_py):
 
         asyncio.run(wait_once())
         kept = threads() - base
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            pid = os.fork()
-            if pid == 0:
-                os._exit(threads())
-            _, status = os.waitpid(pid, 0)
+        child, warned = fork_probe()
         after = threads() - base
         asyncio.run(wait_once())
         again = threads() - base
         sem.close()
         print(json.dumps({
             "kept": kept, "after": after, "again": again,
-            "child": os.waitstatus_to_exitcode(status)
-            if hasattr(os, "waitstatus_to_exitcode") else status >> 8,
-            "warned": [str(w.message) for w in caught
-                       if "multi-threaded" in str(w.message)]}))
+            "child": child, "warned": warned}))
     """), timeout=60)
     got = json.loads(out.stdout)
     assert got["kept"] == 1, got        # the idle helper, kept

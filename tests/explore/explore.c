@@ -55,13 +55,15 @@
  * weak memory orders: the schedules are sequentially consistent
  * interleavings of the real code at the named points only.
  *
- * Usage: explore [-p BOUND] [-k] [-s SCENARIO] [-P] [-m MAX] [-l] [-v]
+ * Usage: explore [-p BOUND] [-k] [-s SCENARIO] [-P] [-B] [-W] [-m MAX] [-l] [-v]
  *   -p N   preemption bound (default 2)
  *   -k     also explore a death of the running actor at every point
  *   -s S   run only scenario S (default: all)
  *   -P     channels are pipes, never eventfds (impl.chan_eventfd = 0)
  *   -B     the futex backend without its death bell (impl.bell = 0): its
  *          sleepers re-check every 100 ms instead
+ *   -W     no holders' watcher (pidfds refused): sleepers re-check every
+ *          100 ms while another actor holds units
  *   -m N   stop a scenario after N schedules (0: no limit)
  *   -l     list the scenarios
  *   -v     list the points each scenario reached
@@ -130,7 +132,7 @@ struct ex_actor {
     int die;                        /* told to die at its next resume */
     /* the futex model */
     _Atomic uint32_t *word;         /* blocked on it */
-    _Atomic uint32_t *more[4];      /* futex_waitv's other words, or NULL */
+    _Atomic uint32_t *more[5];      /* futex_waitv's other words, or NULL */
     int woke_on;                    /* futex_waitv: index of the word */
     /* its robust-list head (the kernel's ABI), which the futex backend's
      * death bell arms: at its death the model does what the kernel does
@@ -204,7 +206,7 @@ static struct {
 
 /* The search and the scenario's totals. */
 static struct {
-    int bound, kill, pipe_chan, show_points, no_bell;
+    int bound, kill, pipe_chan, show_points, no_bell, no_watch;
     long max_schedules;
     ex_decision dec[MAX_DECISIONS];
     int nreplay;
@@ -423,6 +425,33 @@ efd_explore_holder_alive(int slot)
     return slot >= 0 && slot < R.n && R.actors[slot].state != ST_DEAD;
 }
 
+/* The holders' watcher (efd_watch.c): a sleeper asks for slot s's holder
+ * to be watched; the kernel (pidfd) and the watcher thread then move the
+ * word and wake everyone on it when that holder dies.  Modelled as one
+ * step at the death (model_watch_death): nothing the protocol can see
+ * lies between the two -- the holder's lock goes at its death, and the
+ * sleepers sleep on the word from before they look at the locks.  -W:
+ * no pidfds here (every watch says ENOSYS). */
+static _Atomic uint32_t model_deaths;
+static int model_watched[MAX_ACTORS];
+
+int
+efd_explore_watch(int slot)
+{
+    if (S.no_watch)
+        return ENOSYS;
+    if (!efd_explore_holder_alive(slot))
+        return ESRCH;
+    model_watched[slot] = 1;
+    return 0;
+}
+
+_Atomic uint32_t *
+efd_explore_watch_word(void)
+{
+    return &model_deaths;
+}
+
 /* ---- the futex model --------------------------------------------------- */
 
 /* Which of its words a blocked actor waits on `word` as (0: the first,
@@ -433,7 +462,7 @@ waits_on(const ex_actor *b, _Atomic uint32_t *word)
     int i;
     if (b->word == word)
         return 0;
-    for (i = 0; i < 4; i++)
+    for (i = 0; i < 5; i++)
         if (b->more[i] == word)
             return i + 1;
     return -1;
@@ -540,7 +569,7 @@ efd_explore_futex_waitv(_Atomic uint32_t *const *words, const uint32_t *vals,
 {
     ex_actor *a = self_actor;
     int i;
-    if (a == NULL || n < 1 || n > 5) {
+    if (a == NULL || n < 1 || n > 6) {
         fprintf(stderr, "explore: futex_waitv outside an actor or with %d "
                 "words\n", n);
         abort();
@@ -553,11 +582,12 @@ efd_explore_futex_waitv(_Atomic uint32_t *const *words, const uint32_t *vals,
             return -1;
         }
     a->word = words[0];
-    for (i = 0; i < 4; i++)
+    for (i = 0; i < 5; i++)
         a->more[i] = i + 1 < n ? words[i + 1] : NULL;
     a->woke_on = 0;
     sleep_actor(a, has_timeout, "futex_waitv: asleep");
     a->word = a->more[0] = a->more[1] = a->more[2] = a->more[3] = NULL;
+    a->more[4] = NULL;
     if (a->timed_out) {
         errno = ETIMEDOUT;
         return -1;
@@ -702,6 +732,20 @@ model_robust_death(ex_actor *a)
         trace_add(a->id, TR_NOTE, "kernel: its pending robust op rings "
                   "the bell; woke", n);
     }
+}
+
+/* A watched holder died: its pidfd is readable, the watcher moves its
+ * word and wakes everyone on it (efd_watch.c). */
+static void
+model_watch_death(ex_actor *a)
+{
+    long n;
+    if (!model_watched[a->id])
+        return;
+    atomic_fetch_add(&model_deaths, 1);
+    n = model_wake(&model_deaths, INT32_MAX);
+    trace_add(a->id, TR_NOTE, "kernel: its pidfd is readable; the watcher "
+              "woke", n);
 }
 
 long
@@ -1295,6 +1339,7 @@ apply(const ex_opt *o)
         sched_wait();
         join_if_gone(a);
         model_robust_death(a);
+        model_watch_death(a);
         S.deaths++;
         break;
     case OPT_TIMEOUT:
@@ -1320,6 +1365,8 @@ static void
 open_object(const ex_scenario *sc)
 {
     int err;
+    atomic_store(&model_deaths, 0);
+    memset(model_watched, 0, sizeof(model_watched));
     memset(&R.impl, 0, sizeof(R.impl));
     R.impl.ops = sc->backend;
     R.impl.chan_eventfd = !S.pipe_chan;
@@ -1601,13 +1648,14 @@ main(int argc, char **argv)
     int opt, i, failed = 0, ran = 0;
 
     S.bound = 2;
-    while ((opt = getopt(argc, argv, "p:ks:PBm:lv")) != -1) {
+    while ((opt = getopt(argc, argv, "p:ks:PBWm:lv")) != -1) {
         switch (opt) {
         case 'p': S.bound = atoi(optarg); break;
         case 'k': S.kill = 1; break;
         case 's': only = optarg; break;
         case 'P': S.pipe_chan = 1; break;
         case 'B': S.no_bell = 1; break;
+        case 'W': S.no_watch = 1; break;
         case 'm': S.max_schedules = atol(optarg); break;
         case 'v': S.show_points = 1; break;
         case 'l':

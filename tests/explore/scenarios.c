@@ -11,7 +11,9 @@
  *   futex-two-readers-two-units one wake-up per unit, passed on
  * plus a few that hold the protocol's plainer promises (give vs give,
  * take vs take), the books of robust holds (books-*: the journal of
- * efd_books.c, with holders dying at each point), and event loops that
+ * efd_books.c, with holders dying at each point, and the holders'
+ * watcher of efd_watch.c that wakes sleepers at a holder's death), and
+ * event loops that
  * sleep on the futex word through a ring (loop-*).  Bodies use only the act_* helpers of explore.h.
  */
 #include "explore.h"
@@ -118,6 +120,18 @@ acquire_untimed(ex_actor *a)
     (void)act_acquire_untimed(a);
 }
 
+/* A `with` block that stays a while: held over two more points, so that
+ * a sleeper can fall asleep while it holds and the holder can die then. */
+static void
+hold_and_stay(ex_actor *a)
+{
+    if (act_hold(a) == 0) {
+        act_inside(a);
+        act_inside(a);
+        (void)act_release(a, 1);
+    }
+}
+
 static void
 settle_dead(ex_actor *a)
 {
@@ -217,6 +231,13 @@ const ex_scenario ex_scenarios[] = {
       "B blocking acquire with no deadline: if A dies holding, B is woken "
       "to re-check (the books' bell) and takes the unit",
       &efd_backend_futex, 1, 0, 2, { read_then_book, acquire_untimed, NULL },
+      0 },
+    { "books-holder-dies-under-untimed-sleeper",
+      "books: futex, count 1; A holds (a `with` block that stays a while) "
+      "then releases, B blocking acquire with no deadline: B sleeps with no "
+      "re-check while A holds (the watcher watches A); if A dies holding, "
+      "the watcher's word wakes B, which settles A's unit and takes it",
+      &efd_backend_futex, 1, 0, 2, { hold_and_stay, acquire_untimed, NULL },
       0 },
     { "books-pipe-hold-vs-give",
       "books: pipe, count 1; A holds then releases, B try_read; "

@@ -1,0 +1,429 @@
+/*
+ * efd_watch.c -- the kernel tells this process that another one died.
+ *
+ * A sleeper of the futex backend sleeps with no time limit: the death
+ * bell (efd_futex.c) rings for a releaser or a chosen sleeper that dies
+ * owing it a wake-up.  One death no bell covers: a process that dies
+ * *holding* units (a `with` block, undo=True; efd_books.c) owes nobody a
+ * wake-up, yet its units come back only when somebody settles its books.
+ * Before this file, every sleeper looked again every EFD_RECHECK_MS while
+ * another process held units: ten wake-ups a second per waiter, for as
+ * long as a holder held.
+ *
+ * Now the kernel says when a holder dies.  A pidfd (pidfd_open, Linux
+ * 5.3) is readable once its process has exited -- after the process's
+ * descriptors were closed (exit_files() comes before exit_notify()), so
+ * after its holder description dropped the OFD lock that the books ask
+ * about.  One thread per process, the *watcher*, sleeps in epoll_wait()
+ * on the pidfds of every holder that a sleeper of this process waits on;
+ * when one is readable it moves a process-private futex word (`deaths`)
+ * and wakes everyone asleep on it.  A sleeper that found every other
+ * holder watched sleeps with that word among its futex_waitv words and
+ * no time limit: a holder's death wakes it, and its next look settles
+ * the dead holder's books (efd_books_watched()).
+ *
+ * Why nothing is missed.  The sleeper reads `deaths` before it looks at
+ * the holders (efd_books_watched()), and sleeps only if the word still
+ * holds that value (futex_waitv compares it, as the kernel sleeps).  A
+ * holder it found watched was alive when its pidfd was opened and matched
+ * (below); if it dies later, the watcher moves the word after that read:
+ * the sleep does not start, or is woken.  A holder found dead (its lock
+ * free) is settled by the sleeper itself before it sleeps.  The watcher
+ * marks an entry dead before it moves the word, so a sleeper that finds
+ * an entry alive in the table read the word before that death's move.
+ *
+ * Which process.  The books' slot says who holds it: pid and start time,
+ * written by the holder when it took the slot (efd_watch_self_id()).  A
+ * pidfd is opened for that pid, then /proc/<pid>/stat is read: if its
+ * start time is the slot's, the pidfd is the holder's (a pid is not
+ * reused while its process, zombie included, is there; so a process at
+ * that pid with that start time after the pidfd was opened is the one the
+ * pidfd names).  A holder in another pid namespace, or a pid reused, does
+ * not match: the sleeper falls back to looking every EFD_RECHECK_MS, as
+ * it does where pidfds are refused (seccomp, an old kernel) and for a
+ * holder whose lock outlives its process (its holder description passed
+ * to a child: docs/processes.rst).
+ *
+ * Lifetime.  The thread starts with the first holder watched and stays
+ * (an entry goes when its process dies); os.fork() stops it first if no
+ * sleeper relies on it at that moment (efd_watch_before_fork(), from the
+ * module's before-fork hook), so that a program that waited and then
+ * forks forks with no thread of efd's, as for parked loop helpers
+ * (efd_loop.c); the next sleeper starts it again.  A fork child starts
+ * with nothing (the fork handler; a bare clone child finds its pid
+ * changed).  The thread blocks every signal and never touches Python.
+ */
+#define _GNU_SOURCE 1
+#include "efd.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#if !defined(SYS_pidfd_open) && (defined(__x86_64__) || defined(__aarch64__))
+#  define SYS_pidfd_open 434
+#endif
+
+/* A process watched: its name (pid and start time) and pidfd; `dead`
+ * once the kernel said it exited (its pidfd is closed then). */
+struct watched {
+    struct watched *next;
+    uint64_t id;
+    int pidfd;
+    int dead;
+};
+
+/* The process's watcher.  Everything but `deaths` is under `lock`. */
+static struct {
+    pthread_mutex_t lock;
+    struct watched *list;
+    int ep;                     /* the epoll the thread sleeps in; -1 */
+    int bell[2];                /* a pipe in it: stop (before a fork) */
+    pthread_t thread;
+    int running, stopping;
+    int broken;                 /* the thread's epoll_wait failed: it left */
+    int users;                  /* sleepers that rely on it now */
+    pid_t pid;                  /* whose this state is (bare clones) */
+    uint64_t self_id;           /* efd_watch_self_id(), once */
+    pid_t self_pid;
+} W = { PTHREAD_MUTEX_INITIALIZER, NULL, -1, { -1, -1 }, 0, 0, 0, 0, 0,
+        0, 0, 0 };
+static _Atomic uint32_t deaths;
+static pthread_once_t watch_once = PTHREAD_ONCE_INIT;
+
+/* Close and free everything of the watcher (the thread is gone). */
+static void
+forget_all(void)
+{
+    struct watched *w;
+    while ((w = W.list) != NULL) {
+        W.list = w->next;
+        efd_close_fd(&w->pidfd);
+        free(w);
+    }
+    efd_close_fd(&W.ep);
+    efd_close_fd(&W.bell[0]);
+    efd_close_fd(&W.bell[1]);
+    W.running = W.stopping = W.broken = 0;
+}
+
+/* A fork child: no thread, and the parent's descriptors are copies
+ * (the pidfds name processes the child need not watch). */
+static void
+watch_child(void)
+{
+    pthread_mutex_init(&W.lock, NULL);
+    forget_all();
+    W.users = 0;
+    W.pid = getpid();
+    W.self_id = 0;
+}
+
+static void
+watch_init(void)
+{
+    (void)pthread_atfork(NULL, NULL, watch_child);
+    W.pid = getpid();
+}
+
+/* A child made by a bare clone system call (no fork handlers) has a copy
+ * of the parent's state: start over, as the fork handler would. */
+static void
+watch_check_process(void)
+{
+    pthread_once(&watch_once, watch_init);
+    if (W.pid != getpid())
+        watch_child();
+}
+
+_Atomic uint32_t *
+efd_watch_word(void)
+{
+    return &deaths;
+}
+
+/* The low 32 bits of the start time (field 22 of /proc/<pid>/stat, clock
+ * ticks since boot) of process `pid` (0: this one), or -1. */
+static int64_t
+start_time(pid_t pid)
+{
+    char path[64], buf[1024], *p;
+    ssize_t n;
+    int fd, field;
+    if (pid == 0)
+        snprintf(path, sizeof(path), "/proc/self/stat");
+    else
+        snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return -1;
+    n = read(fd, buf, sizeof(buf) - 1);
+    efd_close_fd(&fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    /* The name (field 2) may hold spaces and parentheses: count from the
+     * last ')', which is followed by field 3. */
+    if ((p = strrchr(buf, ')')) == NULL)
+        return -1;
+    for (field = 2; field < 22; field++) {
+        p = strchr(p + 1, ' ');
+        if (p == NULL)
+            return -1;
+    }
+    return (int64_t)(uint32_t)strtoull(p + 1, NULL, 10);
+}
+
+uint64_t
+efd_watch_self_id(void)
+{
+    pid_t me = getpid();
+    int64_t start;
+    if (W.self_id != 0 && W.self_pid == me)
+        return W.self_id;
+    if ((start = start_time(0)) < 0)
+        return 0;
+    W.self_pid = me;
+    W.self_id = (uint64_t)(uint32_t)me | ((uint64_t)start << 32);
+    return W.self_id;
+}
+
+#if defined(SYS_pidfd_open)
+
+static long
+futex_wake_all(_Atomic uint32_t *word)
+{
+    return syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL,
+                   NULL, 0);
+}
+
+/* The thread: sleep until a watched process exits, mark it dead, move
+ * `deaths` and wake its sleepers; until the bell says stop. */
+static void *
+watcher(void *arg)
+{
+    struct epoll_event ev[16];
+    (void)arg;
+    for (;;) {
+        int i, n, died = 0, stop = 0;
+        n = epoll_wait(W.ep, ev, 16, -1);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            break;                          /* cannot happen: say all died */
+        }
+        pthread_mutex_lock(&W.lock);
+        for (i = 0; i < n; i++) {
+            struct watched *w = ev[i].data.ptr;
+            if (w == NULL) {
+                stop = 1;
+                continue;
+            }
+            if (!w->dead) {
+                (void)epoll_ctl(W.ep, EPOLL_CTL_DEL, w->pidfd, NULL);
+                efd_close_fd(&w->pidfd);
+                w->dead = 1;
+                died = 1;
+            }
+        }
+        pthread_mutex_unlock(&W.lock);
+        if (died) {
+            atomic_fetch_add(&deaths, 1);
+            (void)futex_wake_all(&deaths);
+        }
+        if (stop)
+            return NULL;
+    }
+    /* epoll_wait failed: nobody is watched any more.  Say so, and wake
+     * everyone, who then looks for themselves. */
+    pthread_mutex_lock(&W.lock);
+    W.broken = 1;
+    pthread_mutex_unlock(&W.lock);
+    atomic_fetch_add(&deaths, 1);
+    (void)futex_wake_all(&deaths);
+    return NULL;
+}
+
+/* Start the thread (the lock held): 0 or an errno. */
+static int
+start(void)
+{
+    struct epoll_event ev;
+    pthread_attr_t attr;
+    sigset_t all, old;
+    int err;
+    if (W.running)
+        return 0;
+    if (W.stopping)
+        return EAGAIN;                      /* a fork is stopping it */
+    if (W.ep < 0 && (W.ep = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+        W.ep = -1;
+        return errno;
+    }
+    if (W.bell[0] < 0) {
+        if (pipe2(W.bell, O_CLOEXEC | O_NONBLOCK) < 0) {
+            W.bell[0] = W.bell[1] = -1;
+            return errno;
+        }
+        memset(&ev, 0, sizeof(ev));
+        ev.events = EPOLLIN;
+        ev.data.ptr = NULL;
+        if (epoll_ctl(W.ep, EPOLL_CTL_ADD, W.bell[0], &ev) < 0) {
+            err = errno;
+            efd_close_fd(&W.bell[0]);
+            efd_close_fd(&W.bell[1]);
+            return err;
+        }
+    }
+    pthread_attr_init(&attr);
+    (void)pthread_attr_setstacksize(&attr, 64 * 1024);
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    err = pthread_create(&W.thread, &attr, watcher, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    if (err == 0)
+        W.running = 1;
+    return err;
+}
+
+/* Open and check a pidfd for `id`'s process, and hand it to the thread
+ * (the lock held). */
+static int
+watch_new(uint64_t id)
+{
+    struct epoll_event ev;
+    struct watched *w;
+    pid_t pid = (pid_t)(uint32_t)id;
+    int fd, err;
+    if (pid <= 0 || (id >> 32) == 0)
+        return ESRCH;                       /* no name in the slot */
+    if ((err = start()) != 0)
+        return err;
+    if ((fd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0)
+        return errno;
+    /* Is it the holder?  (A pid in another namespace, or reused.) */
+    if (start_time(pid) != (int64_t)(id >> 32)) {
+        efd_close_fd(&fd);
+        return ESRCH;
+    }
+    if ((w = calloc(1, sizeof(*w))) == NULL) {
+        efd_close_fd(&fd);
+        return ENOMEM;
+    }
+    w->id = id;
+    w->pidfd = fd;
+    memset(&ev, 0, sizeof(ev));
+    ev.events = EPOLLIN;
+    ev.data.ptr = w;
+    if (epoll_ctl(W.ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        err = errno;
+        efd_close_fd(&fd);
+        free(w);
+        return err;
+    }
+    w->next = W.list;
+    W.list = w;
+    return 0;
+}
+
+int
+efd_watch_process(uint64_t id)
+{
+    struct watched **pp, *w;
+    int err;
+    watch_check_process();
+    pthread_mutex_lock(&W.lock);
+    if (W.stopping || W.broken) {
+        /* A fork is stopping the thread, or it failed: not watched. */
+        pthread_mutex_unlock(&W.lock);
+        return EAGAIN;
+    }
+    for (pp = &W.list; (w = *pp) != NULL; pp = &w->next) {
+        if (w->dead && w->id != id) {
+            *pp = w->next;                  /* gone: forget it now */
+            free(w);
+            if ((w = *pp) == NULL)
+                break;
+        }
+        if (w->id == id)
+            break;
+    }
+    err = w != NULL ? (w->dead ? ESRCH : 0) : watch_new(id);
+    pthread_mutex_unlock(&W.lock);
+    return err;
+}
+
+void
+efd_watch_enter(void)
+{
+    watch_check_process();
+    pthread_mutex_lock(&W.lock);
+    W.users++;
+    pthread_mutex_unlock(&W.lock);
+}
+
+void
+efd_watch_leave(void)
+{
+    pthread_mutex_lock(&W.lock);
+    if (W.users > 0)
+        W.users--;
+    pthread_mutex_unlock(&W.lock);
+}
+
+int
+efd_watch_before_fork(void)
+{
+    pthread_t t;
+    char b = 1;
+    watch_check_process();
+    pthread_mutex_lock(&W.lock);
+    if (!W.running || W.users > 0 || W.stopping) {
+        pthread_mutex_unlock(&W.lock);
+        return 0;
+    }
+    W.stopping = 1;
+    t = W.thread;
+    while (write(W.bell[1], &b, 1) < 0 && errno == EINTR)
+        ;
+    pthread_mutex_unlock(&W.lock);
+    pthread_join(t, NULL);
+    pthread_mutex_lock(&W.lock);
+    forget_all();
+    pthread_mutex_unlock(&W.lock);
+    return 1;
+}
+
+int
+efd_watch_probe(void)
+{
+    int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+    if (fd < 0)
+        return 0;
+    efd_close_fd(&fd);
+    return start_time(0) >= 0;
+}
+
+#else  /* no pidfd_open in these headers */
+
+int
+efd_watch_process(uint64_t id)
+{
+    (void)id;
+    return ENOSYS;
+}
+void efd_watch_enter(void) { }
+void efd_watch_leave(void) { }
+int efd_watch_before_fork(void) { return 0; }
+int efd_watch_probe(void) { return 0; }
+
+#endif
