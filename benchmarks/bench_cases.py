@@ -1904,6 +1904,86 @@ def killed_holders_case(cfg):
                          ("recovery ms", "recovery (ms)", "%.0f")))
 
 
+# ---- a holder's death, told or found (issues 19 and 22) ------------------------
+
+def _holder_death(backend):
+    """One process holds the unit in a `with` block; another blocks in
+    acquire() meanwhile; the holder is SIGKILLed.  The timed value is the
+    time from the kill to the waiter having the unit (one clock,
+    CLOCK_MONOTONIC, for all processes), with the switches the waiter made
+    while the holder held (0.5 s) beside it."""
+    def run(n):
+        sem = efd.Semaphore(1, backend=backend)
+        held_r, held_w = os.pipe()
+        got_r, got_w = os.pipe()
+        parent = os.getpid()
+        _load_libc()
+        holder = os.fork()
+        if holder == 0:
+            try:
+                _die_with_parent(parent)
+                with sem:
+                    os.write(held_w, b"h")
+                    time.sleep(30)
+            finally:
+                os._exit(0)
+        os.read(held_r, 1)
+        waiter = os.fork()
+        if waiter == 0:
+            try:
+                _die_with_parent(parent)
+                ok = sem.acquire(timeout=10)
+                os.write(got_w, b"%d %.9f" % (ok, time.monotonic()))
+            finally:
+                os._exit(0)
+        try:
+            time.sleep(0.2)                 # the waiter is asleep by now
+            before = _ctxt_switches(waiter)
+            time.sleep(0.5)
+            looks = _ctxt_switches(waiter) - before
+            killed_at = time.monotonic()
+            os.kill(holder, signal.SIGKILL)
+            ok, at = os.read(got_r, 64).split()
+        finally:
+            for pid in (holder, waiter):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                os.waitpid(pid, 0)
+            for fd in (held_r, held_w, got_r, got_w):
+                os.close(fd)
+            sem.close()
+        if ok != b"1":
+            raise Skip("the waiter did not get the dead holder's unit")
+        latency = float(at) - killed_at
+        return latency, {"switches/s": looks / 0.5, "ms": latency * 1e3}
+    return run
+
+
+def holder_death_case(cfg):
+    impls = [Impl("efd.Semaphore [%s] acquire()" % backend,
+                  _holder_death(backend), fixed_n=1,
+                  available=_efd_available(backend))
+             for backend in ("futex", "pipe")]
+    return Case("holder-death", "a waiter blocked while another process "
+                "holds the unit; the holder SIGKILLed: time until the "
+                "waiter has it", "kill to unit", impls,
+                "efd.Semaphore [futex] acquire()",
+                doc="Issues 19 and 22 crossed: a dead holder's unit must "
+                    "reach a waiter that is already asleep, and the waiter "
+                    "should not pay for that while the holder lives.  On "
+                    "futex the kernel tells the waiter's process (a pidfd, "
+                    "src/efd_watch.c): the waiter sleeps and wakes at the "
+                    "death.  On pipe it looks every 100 ms while another "
+                    "process holds units (10 switches a second).  "
+                    "multiprocessing.Semaphore has no books: its "
+                    "unit never comes back, so it has no row.",
+                columns=(("ms", "kill to unit (ms)", "%.2f"),
+                         ("switches/s", "waiter's switches per second "
+                          "while held", "%.1f")))
+
+
 # ---- robust holds: their cost (issue 22) --------------------------------------
 
 def _holds(kind):
@@ -2003,5 +2083,6 @@ def all_cases(cfg):
         ("idle-cost", lambda: idle_case(cfg)),
         ("idle-crowd", lambda: idle_crowd_case(cfg)),
         ("killed-holders", lambda: killed_holders_case(cfg)),
+        ("holder-death", lambda: holder_death_case(cfg)),
         ("holds", lambda: holds_case(cfg)),
     ]

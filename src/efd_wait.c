@@ -505,11 +505,12 @@ quiet_rechecks(eventfd_object *self, int op)
 }
 
 /* One sleep: in the backend's block(), in the herd, or in poll() on the
- * readiness fd (pfd[0]) and the waiter's wake channel (pfd[1]).  Returns
- * > 0 woken by an event, 0 the time ran out, -1 with *err (EINTR...). */
+ * readiness fd (pfd[0]) and the waiter's wake channel (pfd[1]).  `quiet`:
+ * quiet_rechecks() of this wait (not the main thread's).  Returns > 0
+ * woken by an event, 0 the time ran out, -1 with *err (EINTR...). */
 static int
 sleep_once(eventfd_object *self, efd_waiter *w, int op, struct pollfd *pfd,
-           int ms, uint32_t ticket, int backoff, int *err)
+           int ms, uint32_t ticket, int backoff, int quiet, int *err)
 {
     efd_impl *impl = &self->impl;
     int n;
@@ -564,7 +565,7 @@ sleep_once(eventfd_object *self, efd_waiter *w, int op, struct pollfd *pfd,
         /* The main thread sleeps in slices whether it keeps the watch or
          * not: a signal another thread caught wakes nobody, and only the
          * main thread runs the handler. */
-        n = efd_herd_sleep(self, w, ms, !quiet_rechecks(self, op),
+        n = efd_herd_sleep(self, w, ms, !quiet,
                            &pfd[0].revents);
         if (pfd[0].revents & POLLIN)
             w->chosen = 1;
@@ -678,7 +679,7 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
             if (first)
                 n = 1;                  /* look before the first sleep */
             else
-                n = sleep_once(self, w, op, pfd, ms, ticket, backoff,
+                n = sleep_once(self, w, op, pfd, ms, ticket, backoff, quiet,
                                &saved_errno);
             backoff = 0;
             if (self->herd_oneshot && w->kind == EFD_WAITER_HERD
