@@ -469,6 +469,38 @@ def test_exec_keeps_the_holds_until_the_program_exits(tmp_path):
     sem.close()
 
 
+def test_a_waiter_is_told_when_an_execd_holder_exits(tmp_path):
+    """exec keeps the pid, the holds and the holder description: a waiter
+    that sleeps while the exec'd program holds is woken when that program
+    exits (futex: its pidfd says so), without looking before."""
+    if not _told():
+        pytest.skip("no death bell or no pidfds here (python -m efd)")
+    sem = efd.Semaphore(1, backend="futex")
+    flag = tmp_path / "started"
+    pid = os.fork()
+    if pid == 0:
+        try:
+            sem.acquire(undo=True)
+            os.execv(sys.executable, [sys.executable, "-c",
+                     "import pathlib, time; pathlib.Path(%r).touch(); "
+                     "time.sleep(1.0)" % str(flag)])
+        finally:
+            os._exit(1)
+    try:
+        deadline = time.monotonic() + PROMPT
+        while not flag.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert flag.exists()
+        looks = sum(sem._ev._wakeups())
+        assert sem.acquire(timeout=PROMPT)  # asleep until the program exits
+        looks = sum(sem._ev._wakeups()) - looks
+    finally:
+        _kill_all(pid)
+    assert looks <= 1, looks            # the wake-up at its exit, no more
+    sem.release()
+    sem.close()
+
+
 @pytest.mark.parametrize("method", ["spawn", "forkserver"])
 def test_a_spawned_holder_killed(method):
     """A spawn or forkserver child (the object crosses by pickling) holds
