@@ -374,7 +374,7 @@ def parse_args(argv):
     keys = [k for k, _ in bench_cases.all_cases(Config(True))] + ["syscalls"]
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true",
-                    help="CI-sized run (3 rounds, short samples): under a minute")
+                    help="CI-sized run (5 rounds, short samples): about three minutes")
     ap.add_argument("--out", default=os.path.join(HERE, "results"),
                     help="directory for results.md/.png/.json (default: %(default)s)")
     ap.add_argument("--cases", default="",
