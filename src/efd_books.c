@@ -759,7 +759,8 @@ efd_books_foreign(efd_impl *impl)
  * between efd_watch_enter() and _leave(), after the caller read the
  * watcher's word: a watched holder that dies after this look moves it.
  * A holder whose pidfd said it died while its lock is still held (its
- * holder description lives on in a child) is not watched any more. */
+ * holder description lives on in a child) is not watched any more.  One
+ * F_OFD_GETLK per holder with units, per sleep. */
 int
 efd_books_watched(efd_impl *impl)
 {
@@ -776,15 +777,21 @@ efd_books_watched(efd_impl *impl)
         r = efd_watch_process(atomic_load(&c->holder_id[s]));
 #endif
         EFD_POINT("books: a holder watched?");
-        if (r == 0)
-            continue;                   /* watched */
-        if (r == ESRCH && !holder_alive(impl, s)) {
-            /* Gone, and its lock with it: settle now. */
+        /* Whatever the watcher said, the lock says whether the holder
+         * lives now.  Dead: settle now (its pidfd may not have been read
+         * yet -- or may name another process that got its pid and its
+         * start time within one clock tick).  Alive and watched: its
+         * death moves the word from now on (the pidfd was opened before
+         * this look; the process it names was the holder then). */
+        if (!holder_alive(impl, s)) {
             (void)impl->ops->settle(impl, -1, &added);
             return -1;
         }
-        EFD_POINT("books: a holder not watched");
-        return 0;
+        if (r != 0) {
+            EFD_POINT("books: a holder not watched");
+            return 0;
+        }
+        EFD_POINT("books: a live holder watched");
     }
     return 1;
 }
