@@ -44,6 +44,15 @@
  * holder whose lock outlives its process (its holder description passed
  * to a child: docs/processes.rst).
  *
+ * What it keeps.  A sleeper holds a reference to each entry it relies on,
+ * from its look to the end of its sleep (a list per thread: enter, then
+ * process() for each holder, then leave).  An entry nobody refers to is
+ * kept for the next sleeper (a pidfd opened again per sleep would cost
+ * six system calls per holder), but at most WATCH_IDLE of them, least
+ * recently used first out: a process keeps at most that many pidfds for
+ * holders nobody waits on now, however many processes held units once
+ * and live on (a pre-fork server's hundreds of workers).
+ *
  * Lifetime.  The thread starts with the first holder watched and stays
  * (an entry goes when its process dies); os.fork() stops it first if no
  * sleeper relies on it at that moment (efd_watch_before_fork(), from the
@@ -74,13 +83,24 @@
 #endif
 
 /* A process watched: its name (pid and start time) and pidfd; `dead`
- * once the kernel said it exited (its pidfd is closed then). */
+ * once the kernel said it exited (its pidfd is closed then); how many
+ * sleepers rely on it now, and when the last of them let go. */
 struct watched {
     struct watched *next;
     uint64_t id;
     int pidfd;
     int dead;
+    int refs;
+    uint64_t idle_since;
+    uint64_t serial;            /* its name in the epoll (never reused) */
 };
+
+/* Entries nobody refers to that are kept for the next sleeper. */
+#define WATCH_IDLE 32
+
+/* The entries this thread's sleeper refers to (between enter and leave). */
+static __thread struct watched **my_refs;
+static __thread int my_nrefs, my_cap;
 
 /* The process's watcher.  Everything but `deaths` is under `lock`. */
 static struct {
@@ -93,10 +113,12 @@ static struct {
     int broken;                 /* the thread's epoll_wait failed: it left */
     int users;                  /* sleepers that rely on it now */
     pid_t pid;                  /* whose this state is (bare clones) */
+    uint64_t idle_clock;        /* stamps entries' idle_since */
+    uint64_t serials;           /* the last entry's serial */
     uint64_t self_id;           /* efd_watch_self_id(), once */
     pid_t self_pid;
 } W = { PTHREAD_MUTEX_INITIALIZER, NULL, -1, { -1, -1 }, 0, 0, 0, 0, 0,
-        0, 0, 0 };
+        0, 0, 0, 0, 0 };
 static _Atomic uint32_t deaths;
 static pthread_once_t watch_once = PTHREAD_ONCE_INIT;
 
@@ -222,12 +244,17 @@ watcher(void *arg)
         }
         pthread_mutex_lock(&W.lock);
         for (i = 0; i < n; i++) {
-            struct watched *w = ev[i].data.ptr;
-            if (w == NULL) {
+            struct watched *w;
+            if (ev[i].data.u64 == 0) {
                 stop = 1;
                 continue;
             }
-            if (!w->dead) {
+            /* By serial, not by pointer: a sleeper's leave() may have
+             * dropped the entry since epoll_wait() returned. */
+            for (w = W.list; w != NULL; w = w->next)
+                if (w->serial == ev[i].data.u64)
+                    break;
+            if (w != NULL && !w->dead) {
                 (void)epoll_ctl(W.ep, EPOLL_CTL_DEL, w->pidfd, NULL);
                 efd_close_fd(&w->pidfd);
                 w->dead = 1;
@@ -275,7 +302,7 @@ start(void)
         }
         memset(&ev, 0, sizeof(ev));
         ev.events = EPOLLIN;
-        ev.data.ptr = NULL;
+        ev.data.u64 = 0;                    /* the bell */
         if (epoll_ctl(W.ep, EPOLL_CTL_ADD, W.bell[0], &ev) < 0) {
             err = errno;
             efd_close_fd(&W.bell[0]);
@@ -321,9 +348,11 @@ watch_new(uint64_t id)
     }
     w->id = id;
     w->pidfd = fd;
+    w->refs = 0;
+    w->serial = ++W.serials;
     memset(&ev, 0, sizeof(ev));
     ev.events = EPOLLIN;
-    ev.data.ptr = w;
+    ev.data.u64 = w->serial;
     if (epoll_ctl(W.ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
         err = errno;
         efd_close_fd(&fd);
@@ -333,6 +362,66 @@ watch_new(uint64_t id)
     w->next = W.list;
     W.list = w;
     return 0;
+}
+
+/* This thread's sleeper refers to `w` until efd_watch_leave() (the lock
+ * held).  ENOMEM if it cannot note it. */
+static int
+refer(struct watched *w)
+{
+    if (my_nrefs == my_cap) {
+        int cap = my_cap ? my_cap * 2 : 16;
+        struct watched **more = realloc(my_refs, (size_t)cap * sizeof(*more));
+        if (more == NULL)
+            return ENOMEM;
+        my_refs = more;
+        my_cap = cap;
+    }
+    my_refs[my_nrefs++] = w;
+    w->refs++;
+    return 0;
+}
+
+/* Close and forget `w` (the lock held; nobody refers to it). */
+static void
+drop(struct watched **pp)
+{
+    struct watched *w = *pp;
+    *pp = w->next;
+    if (w->pidfd >= 0) {
+        (void)epoll_ctl(W.ep, EPOLL_CTL_DEL, w->pidfd, NULL);
+        efd_close_fd(&w->pidfd);
+    }
+    free(w);
+}
+
+/* Keep at most WATCH_IDLE live entries nobody refers to, and no dead one
+ * nobody refers to (the lock held). */
+static void
+trim(void)
+{
+    struct watched **pp, **oldest;
+    int idle;
+    for (;;) {
+        idle = 0;
+        oldest = NULL;
+        for (pp = &W.list; *pp != NULL; ) {
+            struct watched *w = *pp;
+            if (w->refs == 0 && w->dead) {
+                drop(pp);
+                continue;
+            }
+            if (w->refs == 0) {
+                idle++;
+                if (oldest == NULL || w->idle_since < (*oldest)->idle_since)
+                    oldest = pp;
+            }
+            pp = &w->next;
+        }
+        if (idle <= WATCH_IDLE || oldest == NULL)
+            return;
+        drop(oldest);
+    }
 }
 
 int
@@ -347,17 +436,15 @@ efd_watch_process(uint64_t id)
         pthread_mutex_unlock(&W.lock);
         return EAGAIN;
     }
-    for (pp = &W.list; (w = *pp) != NULL; pp = &w->next) {
-        if (w->dead && w->id != id) {
-            *pp = w->next;                  /* gone: forget it now */
-            free(w);
-            if ((w = *pp) == NULL)
-                break;
-        }
+    for (pp = &W.list; (w = *pp) != NULL; pp = &w->next)
         if (w->id == id)
             break;
-    }
-    err = w != NULL ? (w->dead ? ESRCH : 0) : watch_new(id);
+    if (w == NULL && (err = watch_new(id)) == 0)
+        w = W.list;                         /* watch_new() put it first */
+    else if (w != NULL)
+        err = w->dead ? ESRCH : 0;
+    if (err == 0)
+        err = refer(w);
     pthread_mutex_unlock(&W.lock);
     return err;
 }
@@ -368,15 +455,23 @@ efd_watch_enter(void)
     watch_check_process();
     pthread_mutex_lock(&W.lock);
     W.users++;
+    my_nrefs = 0;
     pthread_mutex_unlock(&W.lock);
 }
 
 void
 efd_watch_leave(void)
 {
+    int i;
     pthread_mutex_lock(&W.lock);
     if (W.users > 0)
         W.users--;
+    for (i = 0; i < my_nrefs; i++)
+        if (--my_refs[i]->refs == 0)
+            my_refs[i]->idle_since = ++W.idle_clock;
+    if (my_nrefs > 0)
+        trim();
+    my_nrefs = 0;
     pthread_mutex_unlock(&W.lock);
 }
 

@@ -1125,3 +1125,58 @@ def test_a_fork_stops_the_holders_watcher_first(run_py):
     assert got["child"] == 1, got
     assert got["warned"] == [], got
     assert got["again"] == 1, got       # started again by the next wait
+
+
+def test_a_waiter_keeps_few_pidfds_of_holders_that_live_on(run_py):
+    """A waiter's process keeps a pidfd per holder its sleepers rely on,
+    and at most 32 more for holders nobody waits on now (efd_watch.c,
+    WATCH_IDLE): sixty long-lived processes that each held the unit once
+    while it waited leave it with no more than that, not sixty (the
+    adversary's pidfd_hoard: EMFILE under a soft limit of 256)."""
+    if not _told():
+        pytest.skip("no death bell or no pidfds here (python -m efd)")
+    out = run_py(r"""
+        import json, os, signal, time
+        import efd
+
+        def pidfds():
+            n = 0
+            for fd in os.listdir("/proc/self/fd"):
+                try:
+                    if os.readlink("/proc/self/fd/" + fd) == \
+                            "anon_inode:[pidfd]":
+                        n += 1
+                except OSError:
+                    pass
+            return n
+
+        sem = efd.BoundedSemaphore(1, backend="futex")
+        r, w = os.pipe()
+        go_r, go_w = os.pipe()
+        holders = []
+        # All forked first (a fork stops an idle watcher, and closes its
+        # pidfds), then each holds in turn.
+        for i in range(60):
+            pid = os.fork()
+            if pid == 0:
+                os.read(go_r, 1)            # its turn
+                with sem:
+                    os.write(w, b"h")
+                    time.sleep(0.05)
+                time.sleep(60)              # lives on, holds nothing
+                os._exit(0)
+            holders.append(pid)
+        for pid in holders:
+            os.write(go_w, b"g")
+            assert os.read(r, 1) == b"h"
+            assert sem.acquire(timeout=10)  # asleep while it holds
+            sem.release()
+        kept = pidfds()
+        for pid in holders:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        print(json.dumps({"kept": kept}))
+    """, timeout=60)
+    kept = json.loads(out.stdout)["kept"]
+    assert kept <= 32, kept
+    assert kept >= 16, kept             # most were watched, then let go
