@@ -442,6 +442,7 @@ void efd_watch_enter(void);
 void efd_watch_leave(void);
 int efd_watch_process(uint64_t id);
 uint64_t efd_watch_self_id(void);
+uint64_t efd_watch_pidns(void);
 int efd_watch_probe(void);
 int efd_watch_before_fork(void);
 

@@ -551,7 +551,9 @@ claim(efd_impl *impl)
     /* Our name, for sleepers that ask the kernel to tell them of our
      * death (efd_watch.c): after the lock, so that whoever finds the
      * byte free never trusts it. */
-    atomic_store(&impl->cnt->holder_id[s], efd_watch_self_id());
+    atomic_store(&impl->cnt->holder_id[s],
+                 efd_watch_pidns() == impl->cnt->pidns
+                 && impl->cnt->pidns != 0 ? efd_watch_self_id() : 0);
     used = atomic_load(&impl->cnt->slots_used);
     while (used < (uint32_t)s + 1
            && !atomic_compare_exchange_weak(&impl->cnt->slots_used, &used,
@@ -767,6 +769,11 @@ efd_books_watched(efd_impl *impl)
     struct efd_count *c = impl->cnt;
     uint64_t added;
     int s, r, mine, n = slots_used(c);
+#ifndef EFD_EXPLORE
+    /* Pids mean the same to holders and to this sleeper only in one pid
+     * namespace: the page maker's (efd_watch.c, "Which process"). */
+    int same_ns = c->pidns != 0 && efd_watch_pidns() == c->pidns;
+#endif
     mine = own_slot(impl);
     for (s = 0; s < n; s++) {
         if (s == mine || truth(c, s, NULL) == 0)
@@ -774,7 +781,8 @@ efd_books_watched(efd_impl *impl)
 #ifdef EFD_EXPLORE
         r = efd_explore_watch(s);
 #else
-        r = efd_watch_process(atomic_load(&c->holder_id[s]));
+        r = same_ns ? efd_watch_process(atomic_load(&c->holder_id[s]))
+                    : ESRCH;
 #endif
         EFD_POINT("books: a holder watched?");
         /* Whatever the watcher said, the lock says whether the holder

@@ -33,14 +33,17 @@
  * an entry alive in the table read the word before that death's move.
  *
  * Which process.  The books' slot says who holds it: pid and start time,
- * written by the holder when it took the slot (efd_watch_self_id()).  A
- * pidfd is opened for that pid, then /proc/<pid>/stat is read: if its
- * start time is the slot's, the pidfd is the holder's (a pid is not
- * reused while its process, zombie included, is there; so a process at
- * that pid with that start time after the pidfd was opened is the one the
- * pidfd names).  A holder in another pid namespace, or a pid reused, does
- * not match: the sleeper falls back to looking every EFD_RECHECK_MS, as
- * it does where pidfds are refused (seccomp, an old kernel) and for a
+ * written by the holder when it took the slot (efd_watch_self_id()) --
+ * only by a holder in the pid namespace of the page's maker, and only a
+ * sleeper in that namespace watches: then both number processes alike.
+ * A pidfd is opened for that pid; its fdinfo says what pid /proc gives
+ * its process (/proc may belong to another namespace), and that process's
+ * start time must be the slot's, and it must not have exited yet.  A pid
+ * reused within one clock tick can still pass; so the sleeper asks the
+ * holder's lock too, whatever the watcher says (efd_books_watched()).
+ * A holder in another pid namespace, a sleeper in one, a mismatch, a
+ * holder gone: the sleeper falls back to looking every EFD_RECHECK_MS,
+ * as it does where pidfds are refused (seccomp, an old kernel) and for a
  * holder whose lock outlives its process (its holder description passed
  * to a child: docs/processes.rst).
  *
@@ -74,7 +77,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -117,8 +122,10 @@ static struct {
     uint64_t serials;           /* the last entry's serial */
     uint64_t self_id;           /* efd_watch_self_id(), once */
     pid_t self_pid;
+    uint64_t self_ns;           /* efd_watch_pidns(), once */
+    pid_t self_ns_pid;
 } W = { PTHREAD_MUTEX_INITIALIZER, NULL, -1, { -1, -1 }, 0, 0, 0, 0, 0,
-        0, 0, 0, 0, 0 };
+        0, 0, 0, 0, 0, 0, 0 };
 static _Atomic uint32_t deaths;
 static pthread_once_t watch_once = PTHREAD_ONCE_INIT;
 
@@ -173,25 +180,36 @@ efd_watch_word(void)
     return &deaths;
 }
 
+/* The start of the file at `path` (a /proc file: one read), as a string
+ * in buf; 0, or -1. */
+static int
+read_proc(const char *path, char *buf, size_t size)
+{
+    ssize_t n;
+    int fd;
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return -1;
+    n = read(fd, buf, size - 1);
+    efd_close_fd(&fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    return 0;
+}
+
 /* The low 32 bits of the start time (field 22 of /proc/<pid>/stat, clock
  * ticks since boot) of process `pid` (0: this one), or -1. */
 static int64_t
 start_time(pid_t pid)
 {
     char path[64], buf[1024], *p;
-    ssize_t n;
-    int fd, field;
+    int field;
     if (pid == 0)
         snprintf(path, sizeof(path), "/proc/self/stat");
     else
         snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+    if (read_proc(path, buf, sizeof(buf)) != 0)
         return -1;
-    n = read(fd, buf, sizeof(buf) - 1);
-    efd_close_fd(&fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
     /* The name (field 2) may hold spaces and parentheses: count from the
      * last ')', which is followed by field 3. */
     if ((p = strrchr(buf, ')')) == NULL)
@@ -202,6 +220,21 @@ start_time(pid_t pid)
             return -1;
     }
     return (int64_t)(uint32_t)strtoull(p + 1, NULL, 10);
+}
+
+/* This process's pid namespace (the inode of /proc/self/ns/pid; 0 if
+ * unknown), once per process: it never changes in a process's life. */
+uint64_t
+efd_watch_pidns(void)
+{
+    struct stat st;
+    pid_t me = getpid();
+    if (W.self_ns_pid != me) {
+        W.self_ns = stat("/proc/self/ns/pid", &st) == 0
+                    ? (uint64_t)st.st_ino : 0;
+        W.self_ns_pid = me;
+    }
+    return W.self_ns;
 }
 
 uint64_t
@@ -322,8 +355,43 @@ start(void)
     return err;
 }
 
+/* The pid of pidfd `fd`'s process as /proc (the mount this process
+ * sees) numbers it -- the "Pid:" line of its fdinfo, in the namespace of
+ * that /proc -- or -1 (gone, not visible there, or unknown). */
+static pid_t
+pidfd_proc_pid(int fd)
+{
+    char path[64], buf[512], *p;
+    long v;
+    snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+    if (read_proc(path, buf, sizeof(buf)) != 0)
+        return -1;
+    if ((p = strstr(buf, "\nPid:")) == NULL)
+        return -1;
+    v = strtol(p + 5, NULL, 10);
+    return v > 0 ? (pid_t)v : -1;
+}
+
+/* Whether pidfd `fd`'s process has exited already (a zombie): readable. */
+static int
+pidfd_exited(int fd)
+{
+    struct pollfd pfd;
+    pfd.fd = fd;
+    pfd.events = POLLIN;
+    pfd.revents = 0;
+    return poll(&pfd, 1, 0) != 0;
+}
+
 /* Open and check a pidfd for `id`'s process, and hand it to the thread
- * (the lock held). */
+ * (the lock held).  Checked: the pidfd names a live process whose start
+ * time is the slot's.  pidfd_open() looks the pid up in this process's pid
+ * namespace, and the holder wrote its own, so the pidfd's process is
+ * found in /proc by the pid /proc gives it (its fdinfo), not by the
+ * slot's: a holder in another namespace (or a /proc of another one) then
+ * does not match, rather than naming somebody else.  One that has exited
+ * already is not watched (its pidfd would ring at once, for ever, while
+ * its lock lives on in a child): ESRCH, and the caller asks the lock. */
 static int
 watch_new(uint64_t id)
 {
@@ -338,7 +406,9 @@ watch_new(uint64_t id)
     if ((fd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0)
         return errno;
     /* Is it the holder?  (A pid in another namespace, or reused.) */
-    if (start_time(pid) != (int64_t)(id >> 32)) {
+    pid = pidfd_proc_pid(fd);
+    if (pid <= 0 || start_time(pid) != (int64_t)(id >> 32)
+            || pidfd_exited(fd)) {
         efd_close_fd(&fd);
         return ESRCH;
     }

@@ -78,6 +78,14 @@ def _kill_all(*pids):
                 pass
 
 
+def _undo_holder(sem):
+    """A child that takes a unit with undo=True and holds it for good:
+    its pid, once it holds."""
+    holder, r = _child(lambda w: (sem.acquire(undo=True), _hold_forever(w)))
+    _wait_ready(r)
+    return holder
+
+
 def _hold_forever(w):
     os.write(w, b"x")
     time.sleep(60)
@@ -373,8 +381,7 @@ def test_a_sleeping_waiter_in_another_process_gets_the_unit(backend_name):
     """The waiter is blocked before the holder dies (nobody looks at the
     books just then): its re-check settles them and takes the unit."""
     sem = efd.Semaphore(1, backend=backend_name)
-    holder, r = _child(lambda w: (sem.acquire(undo=True), _hold_forever(w)))
-    _wait_ready(r)
+    holder = _undo_holder(sem)
     r2, w2 = os.pipe()
     waiter = os.fork()
     if waiter == 0:
@@ -1180,3 +1187,107 @@ def test_a_waiter_keeps_few_pidfds_of_holders_that_live_on(run_py):
     kept = json.loads(out.stdout)["kept"]
     assert kept <= 32, kept
     assert kept >= 16, kept             # most were watched, then let go
+
+
+def test_a_dead_holder_whose_lock_lives_on_in_a_child_is_looked_for_calmly():
+    """A killed holder that nobody has reaped yet (a zombie) whose holder
+    description lives on in a child it started: its pidfd is readable at
+    once, so watching it would wake the waiter over and over (the
+    adversary saw 58,000 wake-ups a second).  It is not watched: the
+    waiter looks every 100 ms until the child exits."""
+    if not _told():
+        pytest.skip("no death bell or no pidfds here (python -m efd)")
+    sem = efd.BoundedSemaphore(2, backend="futex")
+    k, r = _child(_hold_in_block(sem))  # a live holder, watched (slot 0)
+    _wait_ready(r)
+    cr, cw = os.pipe()
+    h = os.fork()
+    if h == 0:
+        try:
+            with sem:
+                child = subprocess.Popen(["sleep", "3"], close_fds=False)
+                os.write(cw, b"%d\n" % child.pid)
+                time.sleep(60)
+        finally:
+            os._exit(0)
+    os.close(cw)
+    sleeper = int(_read_line(cr, PROMPT))
+    os.close(cr)
+    res_r, res_w = os.pipe()
+    waiter = None
+    try:
+        os.kill(h, signal.SIGKILL)      # not reaped: a zombie
+        time.sleep(0.05)
+        waiter = os.fork()
+        if waiter == 0:
+            try:
+                looks = sum(sem._ev._wakeups())
+                got = sem.acquire(timeout=1.5)
+                looks = sum(sem._ev._wakeups()) - looks
+                os.write(res_w, (json.dumps({"got": got, "looks": looks})
+                                 + "\n").encode())
+            finally:
+                os._exit(0)
+        res = json.loads(_read_line(res_r, PROMPT))
+    finally:
+        _kill_all(k, h, waiter, sleeper)
+        os.close(res_r)
+        os.close(res_w)
+    assert res["got"] is False, res     # the child keeps H's unit
+    assert res["looks"] <= 40, res      # about 15: every 100 ms
+
+
+def test_a_waiter_in_another_pid_namespace_is_not_fooled_by_its_own_pid():
+    """The waiter is in a child pid namespace (as root: unshare) whose
+    /proc is still the parent's, and its own pid there is the holder's pid
+    (forced with ns_last_pid): a pidfd opened for the holder's pid would
+    name the waiter itself.  Pids are compared only within the object
+    maker's namespace, so the waiter looks every 100 ms instead, and gets
+    the unit soon after the holder is killed (before: at its deadline)."""
+    import ctypes
+    if os.geteuid() != 0:
+        pytest.skip("needs root (unshare(CLONE_NEWPID), ns_last_pid)")
+    if not _told():
+        pytest.skip("no death bell or no pidfds here (python -m efd)")
+    libc = ctypes.CDLL(None, use_errno=True)
+    sem = efd.BoundedSemaphore(1, backend="futex")
+    holder = _undo_holder(sem)
+    res_r, res_w = os.pipe()
+    mid = os.fork()
+    if mid == 0:
+        try:
+            if libc.unshare(0x20000000) != 0:          # CLONE_NEWPID
+                os.write(res_w, b'{"skip": "unshare refused"}\n')
+                os._exit(0)
+            init = os.fork()                # pid 1 of the new namespace
+            if init == 0:
+                with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+                    f.write(str(holder - 1))
+                waiter = os.fork()          # its pid there: the holder's
+                if waiter == 0:
+                    t0 = time.monotonic()
+                    got = sem.acquire(timeout=PROMPT)
+                    os.write(res_w, (json.dumps({
+                        "pid": os.getpid(), "got": got,
+                        "at": time.monotonic()}) + "\n").encode())
+                    os._exit(0)
+                os.waitpid(waiter, 0)
+                os._exit(0)
+            os.waitpid(init, 0)
+        finally:
+            os._exit(0)
+    try:
+        time.sleep(0.5)                     # the waiter is asleep by now
+        killed_at = time.monotonic()
+        _kill(holder)
+        holder = None
+        res = json.loads(_read_line(res_r, PROMPT * 2))
+    finally:
+        _kill_all(holder)
+        os.waitpid(mid, 0)
+        os.close(res_r)
+        os.close(res_w)
+    if "skip" in res:
+        pytest.skip(res["skip"])
+    assert res["got"] is True, res
+    assert res["at"] - killed_at < 1.0, res     # a look, not the deadline
