@@ -122,8 +122,8 @@ static struct {
     uint64_t serials;           /* the last entry's serial */
     uint64_t self_id;           /* efd_watch_self_id(), once */
     pid_t self_pid;
-    uint64_t self_ns;           /* efd_watch_pidns(), once */
-    pid_t self_ns_pid;
+    _Atomic uint64_t self_ns;   /* efd_watch_pidns(), once per process */
+    _Atomic pid_t self_ns_pid;  /* ... whose (set after self_ns) */
 } W = { PTHREAD_MUTEX_INITIALIZER, NULL, -1, { -1, -1 }, 0, 0, 0, 0, 0,
         0, 0, 0, 0, 0, 0, 0 };
 static _Atomic uint32_t deaths;
@@ -223,20 +223,24 @@ start_time(pid_t pid)
 }
 
 /* This process's pid namespace (the inode of /proc/self/ns/pid; 0 if
- * unknown), once per process: it never changes in a process's life. */
+ * unknown), once per process: it never changes in a process's life.
+ * Sleepers of several threads may ask at once: each finds the same. */
 uint64_t
 efd_watch_pidns(void)
 {
     struct stat st;
     pid_t me = getpid();
-    if (W.self_ns_pid != me) {
-        W.self_ns = stat("/proc/self/ns/pid", &st) == 0
-                    ? (uint64_t)st.st_ino : 0;
-        W.self_ns_pid = me;
+    if (atomic_load_explicit(&W.self_ns_pid, memory_order_acquire) != me) {
+        atomic_store_explicit(&W.self_ns,
+                              stat("/proc/self/ns/pid", &st) == 0
+                              ? (uint64_t)st.st_ino : 0,
+                              memory_order_relaxed);
+        atomic_store_explicit(&W.self_ns_pid, me, memory_order_release);
     }
-    return W.self_ns;
+    return atomic_load_explicit(&W.self_ns, memory_order_relaxed);
 }
 
+/* (Called with the books' claim lock held: one thread at a time.) */
 uint64_t
 efd_watch_self_id(void)
 {
