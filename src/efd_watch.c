@@ -102,8 +102,12 @@ struct watched {
 
 /* Entries nobody refers to that are kept for the next sleeper. */
 #define WATCH_IDLE 32
+/* Entries in all (pidfds): beyond, sleepers look every 100 ms instead of
+ * taking the application's descriptors. */
+#define WATCH_MAX 128
 
-/* The entries this thread's sleeper refers to (between enter and leave). */
+/* The entries this thread's sleeper refers to (between enter and leave;
+ * freed at leave). */
 static __thread struct watched **my_refs;
 static __thread int my_nrefs, my_cap;
 
@@ -405,6 +409,13 @@ watch_new(uint64_t id)
     int fd, err;
     if (pid <= 0 || (id >> 32) == 0)
         return ESRCH;                       /* no name in the slot */
+    {
+        int n = 0;
+        for (w = W.list; w != NULL; w = w->next)
+            n++;
+        if (n >= WATCH_MAX)
+            return EMFILE;                  /* enough descriptors taken */
+    }
     if ((err = start()) != 0)
         return err;
     if ((fd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0)
@@ -547,6 +558,11 @@ efd_watch_leave(void)
         trim();
     my_nrefs = 0;
     pthread_mutex_unlock(&W.lock);
+    /* Not kept for the thread's next sleep: a thread that ends would leak
+     * it (a thread per request), and a malloc per sleep costs little. */
+    free(my_refs);
+    my_refs = NULL;
+    my_cap = 0;
 }
 
 int
