@@ -642,6 +642,26 @@ block_on_bell(efd_impl *impl, int kind, uint32_t ticket, int ms,
 #  define watch_leave() efd_watch_leave()
 #endif
 
+/* Hand the holders in other processes to the watcher (efd_watch.c): the
+ * word to sleep on, its value read before the look in *dval (a watched
+ * holder that dies after the look moves it), and the watcher kept until
+ * watch_leave(); or NULL: look every EFD_RECHECK_MS -- *now set if a
+ * holder was found dead and settled (look at the count at once). */
+static _Atomic uint32_t *
+watch_holders(efd_impl *impl, uint32_t *dval, int *now)
+{
+    _Atomic uint32_t *deaths;
+    int r;
+    watch_enter();
+    deaths = watch_word();
+    *dval = atomic_load(deaths);
+    if ((r = efd_books_watched(impl)) == 1)
+        return deaths;
+    watch_leave();
+    *now = r < 0;
+    return NULL;
+}
+
 static int
 fx_block(efd_impl *impl, int kind, uint32_t ticket, int ms)
 {
@@ -671,29 +691,15 @@ fx_block(efd_impl *impl, int kind, uint32_t ticket, int ms)
          * unbelled_check). */
         rechecks = !impl->bell || atomic_load(&c->unbelled) > 0;
         /* While another process holds units, whose death no bell rings
-         * for (efd_books.c): the kernel tells this process's watcher
-         * (efd_watch.c), which moves its word, where it can; else look
-         * again every EFD_RECHECK_MS, and the look settles them. */
-        if (efd_books_foreign(impl)) {
-            if (!rechecks) {
-                watch_enter();
-                deaths = watch_word();
-                dval = atomic_load(deaths);
-                switch (efd_books_watched(impl)) {
-                case -1:                    /* one was dead: look again */
-                    watch_leave();
-                    return 0;
-                case 0:
-                    rechecks = 1;
-                    break;
-                }
-                if (rechecks) {
-                    watch_leave();
-                    deaths = NULL;
-                }
-            }
-            else
-                rechecks = 1;
+         * for (efd_books.c): sleep on the watcher's word where it can
+         * watch them all; else look again every EFD_RECHECK_MS, and the
+         * look settles them. */
+        if (!rechecks && efd_books_foreign(impl)) {
+            int now = 0;
+            deaths = watch_holders(impl, &dval, &now);
+            if (now)
+                return 0;                   /* one was dead: look again */
+            rechecks = deaths == NULL;
         }
         if (rechecks && (ms < 0 || ms > EFD_RECHECK_MS))
             ms = EFD_RECHECK_MS;

@@ -453,8 +453,9 @@ def test_a_fork_child_inherits_no_holds_and_its_exit_releases_nothing():
     sem.close()
 
 
-def test_exec_keeps_the_holds_until_the_program_exits(tmp_path):
-    sem = efd.Semaphore(1)
+def _execd_holder(sem, tmp_path):
+    """A child that takes a unit with undo=True and then execs a program
+    that lives 1 s: its pid, once the program runs (still holding)."""
     flag = tmp_path / "started"
     pid = os.fork()
     if pid == 0:
@@ -468,7 +469,15 @@ def test_exec_keeps_the_holds_until_the_program_exits(tmp_path):
     deadline = time.monotonic() + PROMPT
     while not flag.exists() and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert flag.exists()
+    if not flag.exists():
+        _kill_all(pid)
+        raise AssertionError("the exec'd program did not start in time")
+    return pid
+
+
+def test_exec_keeps_the_holds_until_the_program_exits(tmp_path):
+    sem = efd.Semaphore(1)
+    pid = _execd_holder(sem, tmp_path)
     assert sem.value == 0               # the exec'd program still holds it
     os.waitpid(pid, 0)
     assert sem.acquire(timeout=PROMPT)  # it exited: the unit is back
@@ -483,21 +492,8 @@ def test_a_waiter_is_told_when_an_execd_holder_exits(tmp_path):
     if not _told():
         pytest.skip("no death bell or no pidfds here (python -m efd)")
     sem = efd.Semaphore(1, backend="futex")
-    flag = tmp_path / "started"
-    pid = os.fork()
-    if pid == 0:
-        try:
-            sem.acquire(undo=True)
-            os.execv(sys.executable, [sys.executable, "-c",
-                     "import pathlib, time; pathlib.Path(%r).touch(); "
-                     "time.sleep(1.0)" % str(flag)])
-        finally:
-            os._exit(1)
+    pid = _execd_holder(sem, tmp_path)
     try:
-        deadline = time.monotonic() + PROMPT
-        while not flag.exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert flag.exists()
         looks = sum(sem._ev._wakeups())
         assert sem.acquire(timeout=PROMPT)  # asleep until the program exits
         looks = sum(sem._ev._wakeups()) - looks
