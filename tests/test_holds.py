@@ -1201,7 +1201,7 @@ def test_a_dead_holder_whose_lock_lives_on_in_a_child_is_looked_for_calmly():
     if h == 0:
         try:
             with sem:
-                child = subprocess.Popen(["sleep", "3"], close_fds=False)
+                child = subprocess.Popen(["sleep", "30"], close_fds=False)
                 os.write(cw, b"%d\n" % child.pid)
                 time.sleep(60)
         finally:
