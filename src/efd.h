@@ -428,17 +428,17 @@ void efd_beacon_check_inherited(void);
 
 /* The holders' watcher (efd_watch.c): one thread per process that the
  * kernel wakes, through pidfds, when a process a sleeper waits on dies.
- * efd_watch_word(): a process-private futex word that moves after every
- * such death.  efd_watch_enter()/_leave(): a sleeper relies on the watcher
- * (from before its first efd_watch_process() to after its sleep).
+ * efd_watch_enter()/_leave(): a sleeper relies on the watcher (from
+ * before its first efd_watch_process() to after its sleep); enter returns
+ * the sleeper's own process-private futex word, which moves when a
+ * process it was told to watch (since enter) dies.
  * efd_watch_process(id): watch the process `id` names (efd_watch_self_id:
  * pid and start time): 0 watched, ESRCH gone (or not that process), else
  * an errno (cannot watch: no pidfds here).  efd_watch_before_fork(): stop
  * the thread if no sleeper relies on it (os.fork() then makes no
  * multi-threaded child, and does not warn).  efd_watch_probe(): 1 if
  * pidfds work here. */
-_Atomic uint32_t *efd_watch_word(void);
-void efd_watch_enter(void);
+_Atomic uint32_t *efd_watch_enter(void);
 void efd_watch_leave(void);
 int efd_watch_process(uint64_t id);
 uint64_t efd_watch_self_id(void);

@@ -34,11 +34,13 @@ long efd_explore_futex_waitv(_Atomic uint32_t *const *words,
  * -1 for the scheduler), and whether slot s's holder lives. */
 int efd_explore_own_slot(void);
 int efd_explore_holder_alive(int slot);
-/* The holders' watcher (efd_watch.c), modelled: watch slot s's holder
- * (0, or ESRCH if it is dead), and the word a watched holder's death
- * moves (the model moves it, and wakes its sleepers, as the holder dies). */
+/* The holders' watcher (efd_watch.c), modelled: a sleeper enters (the
+ * running actor's own word, which the model moves and wakes as a holder
+ * it watches dies), watches slot s's holder (0, or ESRCH if it is dead),
+ * and leaves (its watches forgotten). */
 int efd_explore_watch(int slot);
-_Atomic uint32_t *efd_explore_watch_word(void);
+_Atomic uint32_t *efd_explore_watch_enter(void);
+void efd_explore_watch_leave(void);
 #  define EFD_POINT(name) efd_explore_point(name)
 #else
 #  define EFD_POINT(name) ((void)0)

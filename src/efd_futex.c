@@ -272,8 +272,8 @@ bell_wait(struct efd_count *c, _Atomic uint32_t *word, uint32_t t, int ms,
     words[3] = (_Atomic uint32_t *)(void *)&c->count + 1;
     /* The books' bell: a process starting to hold units (efd_books.c). */
     words[4] = &c->holdseq;
-    /* The watcher's word (efd_watch.c, this process's own): a watched
-     * holder in another process died. */
+    /* The watcher's word (efd_watch.c, this sleeper's own, private to
+     * this process): a holder in another process it relies on died. */
     if (deaths != NULL) {
         words[n] = deaths;
         vals[n] = dval;
@@ -633,27 +633,25 @@ block_on_bell(efd_impl *impl, int kind, uint32_t ticket, int ms,
 
 /* The holders' watcher (efd_watch.c); the explorer's model of it. */
 #ifdef EFD_EXPLORE
-#  define watch_word() efd_explore_watch_word()
-#  define watch_enter() ((void)0)
-#  define watch_leave() ((void)0)
+#  define watch_enter() efd_explore_watch_enter()
+#  define watch_leave() efd_explore_watch_leave()
 #else
-#  define watch_word() efd_watch_word()
 #  define watch_enter() efd_watch_enter()
 #  define watch_leave() efd_watch_leave()
 #endif
 
 /* Hand the holders in other processes to the watcher (efd_watch.c): the
- * word to sleep on, its value read before the look in *dval (a watched
- * holder that dies after the look moves it), and the watcher kept until
- * watch_leave(); or NULL: look every EFD_RECHECK_MS -- *now set if a
- * holder was found dead and settled (look at the count at once). */
+ * word to sleep on (this sleeper's own), its value read before the look
+ * in *dval (a watched holder that dies after the look moves it), and the
+ * watcher kept until watch_leave(); or NULL: look every EFD_RECHECK_MS --
+ * *now set if a holder was found dead and settled (look at the count at
+ * once). */
 static _Atomic uint32_t *
 watch_holders(efd_impl *impl, uint32_t *dval, int *now)
 {
     _Atomic uint32_t *deaths;
     int r;
-    watch_enter();
-    deaths = watch_word();
+    deaths = watch_enter();
     *dval = atomic_load(deaths);
     if ((r = efd_books_watched(impl)) == 1)
         return deaths;

@@ -15,22 +15,31 @@
  * descriptors were closed (exit_files() comes before exit_notify()), so
  * after its holder description dropped the OFD lock that the books ask
  * about.  One thread per process, the *watcher*, sleeps in epoll_wait()
- * on the pidfds of every holder that a sleeper of this process waits on;
- * when one is readable it moves a process-private futex word (`deaths`)
- * and wakes everyone asleep on it.  A sleeper that found every other
- * holder watched sleeps with that word among its futex_waitv words and
- * no time limit: a holder's death wakes it, and its next look settles
- * the dead holder's books (efd_books_watched()).
+ * on the pidfds of every holder that a sleeper of this process waits on.
+ * Each sleeper has a process-private futex word of its own (`word`, in
+ * its thread's record); when a pidfd is readable the watcher moves the
+ * word of every sleeper that relies on that holder, and wakes it -- only
+ * those: a death of another object's holder, or of a holder nobody
+ * sleeping here waits on, wakes nobody.  A sleeper that found every other
+ * holder watched sleeps with its word among its futex_waitv words and no
+ * time limit: a holder's death wakes it, and its next look settles the
+ * dead holder's books (efd_books_watched()).
  *
- * Why nothing is missed.  The sleeper reads `deaths` before it looks at
+ * Why nothing is missed.  The sleeper reads its word before it looks at
  * the holders (efd_books_watched()), and sleeps only if the word still
  * holds that value (futex_waitv compares it, as the kernel sleeps).  A
  * holder it found watched was alive when its pidfd was opened and matched
- * (below); if it dies later, the watcher moves the word after that read:
- * the sleep does not start, or is woken.  A holder found dead (its lock
- * free) is settled by the sleeper itself before it sleeps.  The watcher
- * marks an entry dead before it moves the word, so a sleeper that finds
- * an entry alive in the table read the word before that death's move.
+ * (below), and the sleeper's reference to its entry was noted under the
+ * lock; if it dies later, the watcher, under the same lock, finds the
+ * reference and moves the word after that read: the sleep does not
+ * start, or is woken.  The watcher marks an entry dead in the same step
+ * (under the lock), so a sleeper that finds it alive in the table refers
+ * to it before that death is handled, and one that finds it dead is told
+ * ESRCH and asks the holder's lock itself.  A holder found dead (its lock
+ * free) is settled by the sleeper itself before it sleeps.  A sleeper's
+ * record leaves the watcher's list at the end of its sleep, under the
+ * lock: the watcher never touches the word of a thread that has gone on
+ * (the word and its wake-up are both done with the lock held).
  *
  * Which process.  The books' slot says who holds it: pid and start time,
  * written by the holder when it took the slot (efd_watch_self_id()) --
@@ -106,15 +115,25 @@ struct watched {
  * taking the application's descriptors. */
 #define WATCH_MAX 128
 
-/* The entries this thread's sleeper refers to (between enter and leave;
- * freed at leave). */
-static __thread struct watched **my_refs;
-static __thread int my_nrefs, my_cap;
+/* A sleeper that relies on the watcher (one per thread, between enter
+ * and leave): its word, which the watcher moves when a process it refers
+ * to dies, and the entries it refers to (freed at leave).  In the
+ * watcher's list of sleepers from enter to leave. */
+struct sleeper {
+    struct sleeper *next;
+    _Atomic uint32_t word;
+    int listed;
+    struct watched **refs;
+    int nrefs, cap;
+};
+static __thread struct sleeper me;
 
-/* The process's watcher.  Everything but `deaths` is under `lock`. */
+/* The process's watcher.  Everything but the sleepers' words (which the
+ * sleepers read without it) is under `lock`. */
 static struct {
     pthread_mutex_t lock;
     struct watched *list;
+    struct sleeper *sleepers;   /* between enter and leave */
     int ep;                     /* the epoll the thread sleeps in; -1 */
     int bell[2];                /* a pipe in it: stop (before a fork) */
     pthread_t thread;
@@ -128,9 +147,8 @@ static struct {
     pid_t self_pid;
     _Atomic uint64_t self_ns;   /* efd_watch_pidns(), once per process */
     _Atomic pid_t self_ns_pid;  /* ... whose (set after self_ns) */
-} W = { PTHREAD_MUTEX_INITIALIZER, NULL, -1, { -1, -1 }, 0, 0, 0, 0, 0,
-        0, 0, 0, 0, 0, 0, 0 };
-static _Atomic uint32_t deaths;
+} W = { PTHREAD_MUTEX_INITIALIZER, NULL, NULL, -1, { -1, -1 }, 0, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0 };
 static pthread_once_t watch_once = PTHREAD_ONCE_INIT;
 
 /* Close and free everything of the watcher (the thread is gone). */
@@ -156,6 +174,9 @@ watch_child(void)
 {
     pthread_mutex_init(&W.lock, NULL);
     forget_all();
+    W.sleepers = NULL;      /* the parent's other threads: not here */
+    me.listed = 0;
+    me.nrefs = 0;
     W.users = 0;
     W.pid = getpid();
     W.self_id = 0;
@@ -176,12 +197,6 @@ watch_check_process(void)
     pthread_once(&watch_once, watch_init);
     if (W.pid != getpid())
         watch_child();
-}
-
-_Atomic uint32_t *
-efd_watch_word(void)
-{
-    return &deaths;
 }
 
 /* The start of the file at `path` (a /proc file: one read), as a string
@@ -261,22 +276,40 @@ efd_watch_self_id(void)
 
 #if defined(SYS_pidfd_open)
 
-static long
-futex_wake_all(_Atomic uint32_t *word)
+/* Move sleeper s's word and wake it (the lock held: s is still asleep
+ * or about to be, and its thread cannot have gone on). */
+static void
+tell(struct sleeper *s)
 {
-    return syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL,
-                   NULL, 0);
+    atomic_fetch_add(&s->word, 1);
+    (void)syscall(SYS_futex, &s->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
-/* The thread: sleep until a watched process exits, mark it dead, move
- * `deaths` and wake its sleepers; until the bell says stop. */
+/* Tell every sleeper that refers to `w`, or every sleeper if w is NULL
+ * (the lock held). */
+static void
+tell_sleepers_of(const struct watched *w)
+{
+    struct sleeper *s;
+    int i;
+    for (s = W.sleepers; s != NULL; s = s->next) {
+        for (i = 0; w != NULL && i < s->nrefs; i++)
+            if (s->refs[i] == w)
+                break;
+        if (w == NULL || i < s->nrefs)
+            tell(s);
+    }
+}
+
+/* The thread: sleep until a watched process exits, mark it dead, and
+ * tell the sleepers that rely on it; until the bell says stop. */
 static void *
 watcher(void *arg)
 {
     struct epoll_event ev[16];
     (void)arg;
     for (;;) {
-        int i, n, died = 0, stop = 0;
+        int i, n, stop = 0;
         n = epoll_wait(W.ep, ev, 16, -1);
         if (n < 0) {
             if (errno == EINTR)
@@ -299,14 +332,10 @@ watcher(void *arg)
                 (void)epoll_ctl(W.ep, EPOLL_CTL_DEL, w->pidfd, NULL);
                 efd_close_fd(&w->pidfd);
                 w->dead = 1;
-                died = 1;
+                tell_sleepers_of(w);
             }
         }
         pthread_mutex_unlock(&W.lock);
-        if (died) {
-            atomic_fetch_add(&deaths, 1);
-            (void)futex_wake_all(&deaths);
-        }
         if (stop)
             return NULL;
     }
@@ -314,9 +343,8 @@ watcher(void *arg)
      * everyone, who then looks for themselves. */
     pthread_mutex_lock(&W.lock);
     W.broken = 1;
+    tell_sleepers_of(NULL);
     pthread_mutex_unlock(&W.lock);
-    atomic_fetch_add(&deaths, 1);
-    (void)futex_wake_all(&deaths);
     return NULL;
 }
 
@@ -454,15 +482,15 @@ watch_new(uint64_t id)
 static int
 refer(struct watched *w)
 {
-    if (my_nrefs == my_cap) {
-        int cap = my_cap ? my_cap * 2 : 16;
-        struct watched **more = realloc(my_refs, (size_t)cap * sizeof(*more));
+    if (me.nrefs == me.cap) {
+        int cap = me.cap ? me.cap * 2 : 16;
+        struct watched **more = realloc(me.refs, (size_t)cap * sizeof(*more));
         if (more == NULL)
             return ENOMEM;
-        my_refs = more;
-        my_cap = cap;
+        me.refs = more;
+        me.cap = cap;
     }
-    my_refs[my_nrefs++] = w;
+    me.refs[me.nrefs++] = w;
     w->refs++;
     return 0;
 }
@@ -516,8 +544,9 @@ efd_watch_process(uint64_t id)
     int err;
     watch_check_process();
     pthread_mutex_lock(&W.lock);
-    if (W.stopping || W.broken) {
-        /* A fork is stopping the thread, or it failed: not watched. */
+    if (W.stopping || W.broken || !me.listed) {
+        /* A fork is stopping the thread, or it failed, or this thread
+         * did not enter: not watched. */
         pthread_mutex_unlock(&W.lock);
         return EAGAIN;
     }
@@ -534,35 +563,50 @@ efd_watch_process(uint64_t id)
     return err;
 }
 
-void
+_Atomic uint32_t *
 efd_watch_enter(void)
 {
     watch_check_process();
     pthread_mutex_lock(&W.lock);
-    W.users++;
-    my_nrefs = 0;
+    if (!me.listed) {
+        W.users++;
+        me.next = W.sleepers;
+        W.sleepers = &me;
+        me.listed = 1;
+    }
+    me.nrefs = 0;
     pthread_mutex_unlock(&W.lock);
+    return &me.word;
 }
 
 void
 efd_watch_leave(void)
 {
+    struct sleeper **pp;
     int i;
     pthread_mutex_lock(&W.lock);
-    if (W.users > 0)
-        W.users--;
-    for (i = 0; i < my_nrefs; i++)
-        if (--my_refs[i]->refs == 0)
-            my_refs[i]->idle_since = ++W.idle_clock;
-    if (my_nrefs > 0)
+    if (me.listed) {
+        for (pp = &W.sleepers; *pp != NULL; pp = &(*pp)->next)
+            if (*pp == &me) {
+                *pp = me.next;
+                break;
+            }
+        me.listed = 0;
+        if (W.users > 0)
+            W.users--;
+    }
+    for (i = 0; i < me.nrefs; i++)
+        if (--me.refs[i]->refs == 0)
+            me.refs[i]->idle_since = ++W.idle_clock;
+    if (me.nrefs > 0)
         trim();
-    my_nrefs = 0;
+    me.nrefs = 0;
     pthread_mutex_unlock(&W.lock);
     /* Not kept for the thread's next sleep: a thread that ends would leak
      * it (a thread per request), and a malloc per sleep costs little. */
-    free(my_refs);
-    my_refs = NULL;
-    my_cap = 0;
+    free(me.refs);
+    me.refs = NULL;
+    me.cap = 0;
 }
 
 int
@@ -606,7 +650,8 @@ efd_watch_process(uint64_t id)
     (void)id;
     return ENOSYS;
 }
-void efd_watch_enter(void) { }
+static __thread _Atomic uint32_t unwatched;
+_Atomic uint32_t *efd_watch_enter(void) { return &unwatched; }
 void efd_watch_leave(void) { }
 int efd_watch_before_fork(void) { return 0; }
 int efd_watch_probe(void) { return 0; }

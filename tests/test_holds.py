@@ -1033,6 +1033,97 @@ def test_a_waiter_does_not_look_while_another_process_holds():
     sem.close()
 
 
+def _churn_holders(sem, seconds):
+    """Fork a process that, for `seconds`, forks one short-lived holder
+    after another: each takes a unit of sem with undo=True, keeps it 30 ms
+    and exits holding it (its unit comes back when somebody settles).
+    Returns its pid."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                holder = os.fork()
+                if holder == 0:
+                    try:
+                        if sem.acquire(timeout=1.0, undo=True):
+                            time.sleep(0.03)
+                    finally:
+                        os._exit(0)     # holding
+                os.waitpid(holder, 0)
+        finally:
+            os._exit(0)
+    return pid
+
+
+def test_a_holders_death_wakes_only_the_sleepers_that_wait_on_it():
+    """futex: each sleeper has a word of its own, which the watcher moves
+    only at the death of a holder that sleeper waits on.  In one process,
+    thread A waits on `y`, whose holder lives, while thread B waits on
+    `x`, whose short-lived holders die holding about twenty times a
+    second: B is told of each death, A sleeps on, not woken once (with
+    one word per process, A woke at every one of B's holders' deaths)."""
+    import threading
+    if not _told():
+        pytest.skip("no death bell or no pidfds here (python -m efd)")
+    y = efd.Semaphore(1, backend="futex")
+    x = efd.Semaphore(1, backend="futex")
+    holder, r = _child(_hold_in_block(y))
+    _wait_ready(r)
+    churn = waiter = None
+    res_r, res_w = os.pipe()
+    try:
+        churn = _churn_holders(x, PROMPT * 2)
+        waiter = os.fork()
+        if waiter == 0:
+            try:
+                box = {"b": 0}
+                started = threading.Event()
+                stop = threading.Event()
+
+                def on_y():
+                    box["tid"] = threading.get_native_id()
+                    started.set()
+                    box["y"] = y.acquire(timeout=PROMPT)
+
+                def on_x():
+                    while not stop.is_set():
+                        if x.acquire(timeout=0.5):
+                            box["b"] += 1
+                            x.release()
+                            time.sleep(0.01)    # a holder's turn
+                a = threading.Thread(target=on_y)
+                b = threading.Thread(target=on_x)
+                a.start()
+                b.start()
+                started.wait()
+                time.sleep(0.3)                 # asleep by now
+                ya, xa, sw = (sum(y._ev._wakeups()), sum(x._ev._wakeups()),
+                              _switches(box["tid"]))
+                b0 = box["b"]
+                time.sleep(IDLE)
+                out = {"y_looks": sum(y._ev._wakeups()) - ya,
+                       "x_looks": sum(x._ev._wakeups()) - xa,
+                       "a_switches": _switches(box["tid"]) - sw,
+                       "b_took": box["b"] - b0}
+                stop.set()
+                os.write(res_w, (json.dumps(out) + "\n").encode())
+            finally:
+                os._exit(0)
+        res = json.loads(_read_line(res_r, PROMPT * 2))
+    finally:
+        _kill_all(waiter, churn, holder)
+        os.close(res_r)
+        os.close(res_w)
+    # B was told of the holders' deaths (their units came back to it) ...
+    assert res["b_took"] >= 5 and res["x_looks"] >= 5, res
+    # ... and A, on y, slept through them all.
+    assert res["y_looks"] == 0, res
+    assert res["a_switches"] <= 1, res
+    y.close()
+    x.close()
+
+
 def test_without_pidfds_a_waiter_looks_for_a_dead_holder():
     """Where pidfd_open is refused (seccomp here; a kernel before 5.3),
     the waiter looks again every 100 ms while another process holds, and

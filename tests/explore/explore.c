@@ -425,15 +425,26 @@ efd_explore_holder_alive(int slot)
     return slot >= 0 && slot < R.n && R.actors[slot].state != ST_DEAD;
 }
 
-/* The holders' watcher (efd_watch.c): a sleeper asks for slot s's holder
- * to be watched; the kernel (pidfd) and the watcher thread then move the
- * word and wake everyone on it when that holder dies.  Modelled as one
+/* The holders' watcher (efd_watch.c): a sleeper enters (its own word),
+ * asks for slot s's holder to be watched, sleeps, and leaves; the kernel
+ * (pidfd) and the watcher thread move the word of each sleeper that
+ * refers to a holder when that holder dies, and wake it.  Modelled as one
  * step at the death (model_watch_death): nothing the protocol can see
  * lies between the two -- the holder's lock goes at its death, and the
- * sleepers sleep on the word from before they look at the locks.  -W:
- * no pidfds here (every watch says ENOSYS). */
-static _Atomic uint32_t model_deaths;
-static int model_watched[MAX_ACTORS];
+ * sleepers sleep on their words from before they look at the locks.  A
+ * sleeper's references go at its enter and leave, as the watcher's list
+ * forgets them: only the sleepers that asked are told.  -W: no pidfds
+ * here (every watch says ENOSYS). */
+static _Atomic uint32_t model_word[MAX_ACTORS];
+static int model_refers[MAX_ACTORS][MAX_ACTORS];    /* [holder][sleeper] */
+
+static void
+model_forget_refs(int sleeper)
+{
+    int h;
+    for (h = 0; h < MAX_ACTORS; h++)
+        model_refers[h][sleeper] = 0;
+}
 
 int
 efd_explore_watch(int slot)
@@ -442,14 +453,21 @@ efd_explore_watch(int slot)
         return ENOSYS;
     if (!efd_explore_holder_alive(slot))
         return ESRCH;
-    model_watched[slot] = 1;
+    model_refers[slot][self_actor->id] = 1;
     return 0;
 }
 
 _Atomic uint32_t *
-efd_explore_watch_word(void)
+efd_explore_watch_enter(void)
 {
-    return &model_deaths;
+    model_forget_refs(self_actor->id);
+    return &model_word[self_actor->id];
+}
+
+void
+efd_explore_watch_leave(void)
+{
+    model_forget_refs(self_actor->id);
 }
 
 /* ---- the futex model --------------------------------------------------- */
@@ -734,18 +752,23 @@ model_robust_death(ex_actor *a)
     }
 }
 
-/* A watched holder died: its pidfd is readable, the watcher moves its
- * word and wakes everyone on it (efd_watch.c). */
+/* A watched holder died: its pidfd is readable, the watcher moves the
+ * words of the sleepers that refer to it and wakes them (efd_watch.c). */
 static void
 model_watch_death(ex_actor *a)
 {
-    long n;
-    if (!model_watched[a->id])
-        return;
-    atomic_fetch_add(&model_deaths, 1);
-    n = model_wake(&model_deaths, INT32_MAX);
-    trace_add(a->id, TR_NOTE, "kernel: its pidfd is readable; the watcher "
-              "woke", n);
+    long n = 0;
+    int s, told = 0;
+    for (s = 0; s < MAX_ACTORS; s++) {
+        if (!model_refers[a->id][s])
+            continue;
+        atomic_fetch_add(&model_word[s], 1);
+        n += model_wake(&model_word[s], INT32_MAX);
+        told = 1;
+    }
+    if (told)
+        trace_add(a->id, TR_NOTE, "kernel: its pidfd is readable; the "
+                  "watcher woke", n);
 }
 
 long
@@ -1365,8 +1388,8 @@ static void
 open_object(const ex_scenario *sc)
 {
     int err;
-    atomic_store(&model_deaths, 0);
-    memset(model_watched, 0, sizeof(model_watched));
+    memset(model_word, 0, sizeof(model_word));
+    memset(model_refers, 0, sizeof(model_refers));
     memset(&R.impl, 0, sizeof(R.impl));
     R.impl.ops = sc->backend;
     R.impl.chan_eventfd = !S.pipe_chan;
