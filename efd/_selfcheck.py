@@ -140,10 +140,18 @@ def main():
                                    if probe["loop_ring_errno"]
                                    else "no futex"))
     print("  event loops on 'futex' (sleep on the word): %s" % loops)
+    print("  'pipe' waiters sleep:                     %s"
+          % ("on futex words, as 'futex' waiters do (the pipe is for "
+             "readiness only)" if probe["pipe_sleeps"] == "futex" else
+             "in poll() on the pipe: one per process and object looks at "
+             "the count every 100 ms; every process wakes for a release"))
+    on = ("'futex' and 'pipe'" if probe["pipe_sleeps"] == "futex"
+          else "'futex'")
     if probe["holder_deaths_told"] and probe["death_bell"]:
-        told = ("on 'futex' the kernel tells a waiter that a holder died "
-                "(a pidfd): it wakes at once and never looks before; on "
-                "'pipe' it finds out within a re-check (100 ms)")
+        told = ("on %s the kernel tells a waiter that a holder died "
+                "(a pidfd): it wakes at once and never looks before%s"
+                % (on, "" if probe["pipe_sleeps"] == "futex" else
+                   "; on 'pipe' it finds out within a re-check (100 ms)"))
     elif probe["death_bell"]:
         told = ("a waiter finds out within a re-check (100 ms): no pidfds "
                 "here, so waiters look every 100 ms while another process "

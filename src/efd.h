@@ -265,6 +265,14 @@ extern const efd_backend efd_backend_eventfd;
 extern const efd_backend efd_backend_readback;
 extern const efd_backend efd_backend_pipe;
 extern const efd_backend efd_backend_futex;   /* .open == NULL if absent */
+/* The pipe backend sleeping as the futex backend does (efd_pipe.c, "Where
+ * futexes are"); .open == NULL if absent.  efd_pipe_backend(): the one a
+ * new or adopted pipe object uses here. */
+extern const efd_backend efd_backend_pipe_futex;
+const efd_backend *efd_pipe_backend(void);
+/* 0 if fds (page, pipe read end, pipe write end) can be a pipe object's,
+ * else EINVAL or fstat()'s errno. */
+int efd_pipe_check_fds(const int *fds, int nfds);
 /* 0 if a process-shared futex works here, else an errno. */
 int efd_futex_probe(void);
 /* 1 if the futex backend's death bell works here (efd_futex.c), else 0. */

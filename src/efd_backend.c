@@ -99,7 +99,7 @@ efd_backend_by_name(const char *name)
     if (strcmp(name, "eventfd-readback") == 0)
         return &efd_backend_readback;
     if (strcmp(name, "pipe") == 0)
-        return &efd_backend_pipe;
+        return efd_pipe_backend();
     if (strcmp(name, "futex") == 0)
         return &efd_backend_futex;
     return NULL;
@@ -140,12 +140,12 @@ probed_backend(efd_state *st, int semaphore)
     if (efd_probe(st) < 0)
         return NULL;
     if (st->err_plain)
-        return &efd_backend_pipe;
+        return efd_pipe_backend();
     if (!semaphore || st->err_sem == 0)
         return &efd_backend_eventfd;
     if (st->err_sem == EINVAL)
         return &efd_backend_readback;
-    return &efd_backend_pipe;
+    return efd_pipe_backend();
 }
 
 const efd_backend *

@@ -64,6 +64,7 @@
 #if defined(__linux__) && defined(SYS_futex)
 
 #define EFD_FUTEX_MAGIC 0x65667808u   /* "ef", futex, layout 8 (efd.h) */
+#define EFD_PIPE_FUTEX_MAGIC 0x65665008u  /* "ef", pipe on futexes, layout 8 */
 
 static long
 futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *ts)
@@ -1078,30 +1079,66 @@ efd_fx_helper_main(void *arg)
 void *efd_fx_helper_main(void *arg) { (void)arg; return NULL; }
 #endif
 
+/* A new page of `magic`'s, its channel kept in step from the start if
+ * `armed` (the pipe backend) or from the first fileno(). */
 static int
-fx_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec)
+open_page(efd_impl *impl, uint64_t initval, int semaphore, int cloexec,
+          uint32_t magic, int armed)
 {
     /* A sandbox may refuse futex(): find out now, not in a wait. */
     int err = efd_futex_probe();
     if (err)
         return err;
     impl->unbelled_epoch = 0;
-    err = efd_count_open(impl, initval, semaphore, cloexec, EFD_FUTEX_MAGIC,
-                         0, 0);
+    err = efd_count_open(impl, initval, semaphore, cloexec, magic, 0, armed);
     if (err == 0)
         unbelled_check(impl);
     return err;
 }
 
 static int
-fx_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore)
+adopt_page(efd_impl *impl, const int *fds, int nfds, int semaphore,
+           uint32_t magic)
 {
     int err;
     impl->unbelled_epoch = 0;
-    err = efd_count_adopt(impl, fds, nfds, semaphore, EFD_FUTEX_MAGIC);
+    err = efd_count_adopt(impl, fds, nfds, semaphore, magic);
     if (err == 0)
         unbelled_check(impl);
     return err;
+}
+
+static int
+fx_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec)
+{
+    return open_page(impl, initval, semaphore, cloexec, EFD_FUTEX_MAGIC, 0);
+}
+
+static int
+fx_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore)
+{
+    return adopt_page(impl, fds, nfds, semaphore, EFD_FUTEX_MAGIC);
+}
+
+/* The pipe backend where Linux's futexes are there (efd_pipe.c, "Where
+ * futexes are"): this backend's protocol, its channel -- the pipe --
+ * kept in step from the start.  A page of its own magic, so that a
+ * process that would sleep in poll() on it (a build without Linux's
+ * facilities, sharing the page) is refused rather than left unwoken. */
+static int
+fxp_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec)
+{
+    return open_page(impl, initval, semaphore, cloexec, EFD_PIPE_FUTEX_MAGIC,
+                     1);
+}
+
+static int
+fxp_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore)
+{
+    int err = efd_pipe_check_fds(fds, nfds);
+    if (err != 0)
+        return err;
+    return adopt_page(impl, fds, nfds, semaphore, EFD_PIPE_FUTEX_MAGIC);
 }
 
 static void
@@ -1137,6 +1174,13 @@ const efd_backend efd_backend_futex = {
     NULL, fx_unblock, efd_books_try_read, fx_settle,
 };
 
+const efd_backend efd_backend_pipe_futex = {
+    "pipe", 0, fxp_open, fxp_adopt, efd_count_try_read, fx_try_write,
+    fx_try_write_limit, fx_waitspec, efd_count_peek, efd_count_repair, NULL, efd_count_arm,
+    fx_ticket, fx_block, fx_interrupt, NULL, efd_count_fds, fx_close,
+    NULL, fx_unblock, efd_books_try_read, fx_settle,
+};
+
 #else  /* no futex here */
 
 int
@@ -1153,6 +1197,10 @@ efd_bell_probe(void)
 
 const efd_backend efd_backend_futex = {
     "futex", 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+};
+const efd_backend efd_backend_pipe_futex = {
+    "pipe", 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 };
 

@@ -1,7 +1,8 @@
 /*
  * efd_herd.c -- one wake-up per unit for the backends that wait in poll():
- * eventfd, eventfd-readback and pipe (the futex backend wakes one sleeper
- * per unit by construction).
+ * eventfd, eventfd-readback and pipe where there are no futexes (the
+ * futex backend, and pipe where futexes are, wake one sleeper per unit by
+ * construction).
  *
  * If every waiter polled the readiness descriptor, every release would
  * wake all of them and all but one would go back to sleep: a thundering

@@ -375,7 +375,8 @@ efd_loop_sleeper_new(eventfd_object *ev)
     /* A helper where this process rings the bell for the object; else a
      * ring where the kernel has one; else nothing (the old way). */
     int helper = ev->impl.bell && !efd_loop_ring_wanted();
-    if (ev->impl.ops != &efd_backend_futex || ev->impl.cnt == NULL
+    if ((ev->impl.ops != &efd_backend_futex
+         && ev->impl.ops != &efd_backend_pipe_futex) || ev->impl.cnt == NULL
             || (!helper && efd_loop_ring_probe(st) != 0))
         Py_RETURN_NONE;
     self = PyObject_New(loop_object, st->LoopSleeper_type);

@@ -323,6 +323,12 @@ efd_fn_probe(PyObject *module, PyObject *Py_UNUSED(ignored))
         goto fail;
     if (dict_set(d, "sealed_pages", PyBool_FromLong(efd_shm_can_seal())) < 0)
         goto fail;
+    /* How the pipe backend's blocked waiters sleep here (efd_pipe.c):
+     * as the futex backend's, or in poll() on the pipe. */
+    if (dict_set(d, "pipe_sleeps", PyUnicode_FromString(
+            efd_pipe_backend() == &efd_backend_pipe_futex ? "futex"
+                                                          : "poll")) < 0)
+        goto fail;
     if (dict_set(d, "death_bell", PyBool_FromLong(
             futex_err == 0 && efd_state_bell(st))) < 0)
         goto fail;

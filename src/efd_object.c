@@ -1071,6 +1071,14 @@ get_wake_one(eventfd_object *self, void *Py_UNUSED(c))
     return PyBool_FromLong(efd_herd_wake_one(self));
 }
 
+static PyObject *
+get_futex_sleep(eventfd_object *self, void *Py_UNUSED(c))
+{
+    if (self->impl.ops == NULL || self->closed)
+        Py_RETURN_FALSE;
+    return PyBool_FromLong(self->impl.ops->block != NULL);
+}
+
 /* value: the count now, without consuming it. */
 static PyObject *
 get_value(eventfd_object *self, void *Py_UNUSED(closure))
@@ -1107,6 +1115,10 @@ static PyGetSetDef eventfd_getset[] = {
     {"_quiet", (getter)get_quiet, NULL,
      "True if made by loading a pickle inside this process (collected "
      "while open, it closes without a ResourceWarning).", NULL},
+    {"_futex_sleep", (getter)get_futex_sleep, NULL,
+     "True if blocked waiters sleep on futex words in the shared page "
+     "(the futex backend; the pipe backend where futexes are), not in "
+     "poll() on the descriptor.", NULL},
     {"_wake_one", (getter)get_wake_one, NULL,
      "True if a release wakes one waiter across processes (event loops that "
      "register fileno() with EPOLLEXCLUSIVE included), not every process's.",

@@ -16,6 +16,18 @@
  * tgkill()).  Waiters poll the read end, and look at the count every
  * EFD_RECHECK_MS besides, since a token may go missing with a process that
  * died between changing the count and moving it.
+ *
+ * Where futexes are.  That is the way of systems without Linux's
+ * facilities.  On Linux -- where this backend is chosen when a sandbox
+ * refuses eventfd, or asked for -- its waiters sleep as the futex
+ * backend's do instead (efd_backend_pipe_futex, efd_futex.c): one woken
+ * per unit, none on a timer, the kernel telling them of a death that owed
+ * them a wake-up (the death bell) or held units (the holders' watcher).
+ * Polling the pipe, every waiting process woke for each unit (2,768
+ * waiter runs per hand-off among 1,000 processes), and one per process
+ * looked ten times a second.  Such a page has a magic of its own: a
+ * process that would poll the pipe (a build without Linux's facilities)
+ * cannot adopt it, and so cannot release without waking its sleepers.
  */
 #include "efd.h"
 
@@ -32,8 +44,8 @@ pipe_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec)
                           0, 1);
 }
 
-static int
-pipe_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore)
+int
+efd_pipe_check_fds(const int *fds, int nfds)
 {
     struct stat st;
     int i;
@@ -48,6 +60,15 @@ pipe_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore)
         if (!S_ISFIFO(st.st_mode))
             return EINVAL;
     }
+    return 0;
+}
+
+static int
+pipe_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore)
+{
+    int err = efd_pipe_check_fds(fds, nfds);
+    if (err != 0)
+        return err;
     return efd_count_adopt(impl, fds, nfds, semaphore, EFD_PIPE_MAGIC);
 }
 
@@ -67,6 +88,21 @@ pipe_waitspec(efd_impl *impl, int for_write, efd_waitspec *ws)
         ws->events = POLLIN;
         ws->slice_ms = EFD_RECHECK_MS;
     }
+}
+
+/* Where futexes are (Linux, with its facilities built in), the pipe
+ * backend sleeps as the futex backend does, its pipe kept in step from the
+ * start (efd_futex.c, efd_backend_pipe_futex); the POSIX way above is for
+ * the systems without them (and the build that stands for them,
+ * EFD_NO_EVENTFD). */
+const efd_backend *
+efd_pipe_backend(void)
+{
+#ifdef EFD_HAVE_EVENTFD
+    if (efd_backend_pipe_futex.open != NULL && efd_futex_probe() == 0)
+        return &efd_backend_pipe_futex;
+#endif
+    return &efd_backend_pipe;
 }
 
 const efd_backend efd_backend_pipe = {

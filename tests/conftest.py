@@ -88,6 +88,17 @@ def full_or(small, full):
 #: Generous: the machine is small and shared.
 PROMPT = 5.0
 
+
+def sleeps_on_futex(backend):
+    """Whether `backend`'s blocked waiters sleep on futex words in the
+    shared page (futex; pipe where futexes are: python -m efd), rather
+    than in poll() on the descriptor, in a herd that keeps a watch."""
+    import efd
+    probe = efd._efd._probe()
+    if backend == "futex":
+        return True
+    return backend == "pipe" and probe["pipe_sleeps"] == "futex"
+
 #: For run_py() code: fork_probe() forks a child that exits at once with
 #: the number of its threads, and returns that number and the messages of
 #: the "multi-threaded" DeprecationWarnings os.fork() gave (3.12 and later

@@ -79,6 +79,9 @@ SCENARIOS = [
     "books-book-vs-untimed-sleeper",
     "books-holder-dies-under-untimed-sleeper",
     "books-pipe-hold-vs-give",
+    # the pipe backend on futex words where futexes are (issue 19)
+    "pipe-futex-sleeper-vs-give",
+    "books-pipe-futex-holder-dies-under-untimed-sleeper",
     # event loops on the futex word through a ring (issue 19)
     "loop-vs-give",
     "loop-and-thread-vs-give",
@@ -122,7 +125,8 @@ NO_BELL = full_or({"futex-sleeper-aba", "futex-two-readers-two-units"},
 #: holders' watcher (-W: no pidfds), where sleepers look again every 100 ms
 #: while another process holds units.
 NO_WATCH = {"books-holder-vs-sleeper", "books-book-vs-untimed-sleeper",
-            "books-holder-dies-under-untimed-sleeper"}
+            "books-holder-dies-under-untimed-sleeper",
+            "books-pipe-futex-holder-dies-under-untimed-sleeper"}
 
 
 # The explorer is plain C, built by the system compiler: the same under

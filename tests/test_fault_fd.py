@@ -20,7 +20,8 @@ import sys
 import pytest
 import efd
 
-from conftest import backend_unavailable, child_env, child_source
+from conftest import (backend_unavailable, child_env, child_source,
+                      sleeps_on_futex)
 from _faults import child_code, expect_ok, supported
 
 needs_seccomp = pytest.mark.skipif(not supported()[0], reason=supported()[1])
@@ -168,7 +169,7 @@ def test_descriptor_closed_behind_waiters_back(backend, run_py):
     shared page and never look at the descriptor (SPEC 6, idle cost: no
     periodic looks): closing it does not end their wait, and they take the
     units released after."""
-    bell = backend == "futex" and efd._efd._probe()["death_bell"]
+    bell = sleeps_on_futex(backend) and efd._efd._probe()["death_bell"]
     proc = run_py(child_code('''
         import threading
         ev = efd.EventFD(0, semaphore=True, backend=BACKEND)

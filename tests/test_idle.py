@@ -24,13 +24,14 @@ import pytest
 
 import _seccomp
 from _faults import child_code
+from conftest import sleeps_on_futex
 import efd
 
 WAIT = 1.2          # seconds each idle waiter waits, nothing released
 
 
 def _bell(backend):
-    return backend == "futex" and efd._efd._probe()["death_bell"]
+    return sleeps_on_futex(backend) and efd._efd._probe()["death_bell"]
 
 
 _IDLE = '''
@@ -116,7 +117,8 @@ def test_an_idle_waiter_does_not_wake(backend, run_py):
 def _herd(backend):
     """Whether this backend's blocked readers sleep in the herd (one epoll
     instance per process and object), where one of them keeps the watch."""
-    return backend != "futex" and efd._efd._probe()["wake_one"] != "none"
+    return (not sleeps_on_futex(backend)
+            and efd._efd._probe()["wake_one"] != "none")
 
 
 _CROWD = '''

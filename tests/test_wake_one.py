@@ -159,8 +159,8 @@ WAKE_PRELUDE = '''
         every waiter wakes (today's behaviour) -- for threads of one
         process or for separate processes."""
         how = efd._efd._probe()["wake_one"]
-        if ev.backend == "futex":
-            return True, "futex: FUTEX_WAKE wakes one sleeper per unit"
+        if ev._futex_sleep:
+            return True, "%s: FUTEX_WAKE wakes one sleeper per unit" % ev.backend
         if across_processes:
             return ev._wake_one, "ev._wake_one=%r (probe: %s)" % (ev._wake_one, how)
         return how != "poll", "probe wake_one=%s" % how

@@ -9,6 +9,8 @@
  *   futex-sleeper-aba           row 3: the sleeper-count reset in wake()
  *   futex-watcher-vs-reader     row 4: watchers and readers share seq
  *   futex-two-readers-two-units one wake-up per unit, passed on
+ *   pipe-futex-*                the pipe backend on futexes (its pipe
+ *                               kept in step from the start)
  * plus a few that hold the protocol's plainer promises (give vs give,
  * take vs take), the books of robust holds (books-*: the journal of
  * efd_books.c, with holders dying at each point, and the holders'
@@ -243,6 +245,19 @@ const ex_scenario ex_scenarios[] = {
       "books: pipe, count 1; A holds then releases, B try_read; "
       "readiness in step after the settlement",
       &efd_backend_pipe, 1, 0, 2, { hold_then_release, take_one, NULL }, 0 },
+    /* The pipe backend where futexes are: the futex protocol, its pipe
+     * kept in step from the start (efd_pipe.c, efd_backend_pipe_futex). */
+    { "pipe-futex-sleeper-vs-give",
+      "pipe on futexes, count 0; A blocking acquire, B release(1), C "
+      "try_read: one of A and C gets it, readiness in step",
+      &efd_backend_pipe_futex, 0, 1, 3, { acquire_one, give_one, take_one },
+      0 },
+    { "books-pipe-futex-holder-dies-under-untimed-sleeper",
+      "books: pipe on futexes, count 1; A holds (a `with` block that stays "
+      "a while) then releases, B blocking acquire with no deadline: the "
+      "watcher's word wakes B if A dies holding; readiness in step",
+      &efd_backend_pipe_futex, 1, 1, 2, { hold_and_stay, acquire_untimed,
+                                          NULL }, 0 },
     { "loop-vs-give",
       "loops: futex, count 0; A a loop's acquire_async (its ring's wait "
       "on seq), B release(1): the loop gets it without a re-check",
