@@ -120,11 +120,13 @@ def main():
     print("  process-shared futex (backend 'futex'):   %s" % probe["futex"])
     print("  one wake-up per release:                  %s"
           % _WAKE_ONE[probe["wake_one"]])
+    on_futex = ("'futex' and 'pipe'" if probe["pipe_sleeps"] == "futex"
+                else "'futex'")
     print("  death bell (futex_waitv, robust list):    %s"
-          % ("yes: 'futex' waiters sleep without re-checks; the kernel "
-             "wakes them for a process that died owing a wake-up"
+          % ("yes: %s waiters sleep without re-checks; the kernel "
+             "wakes them for a process that died owing a wake-up" % on_futex
              if probe["death_bell"] else
-             "no: 'futex' waiters look at the count every 100 ms"))
+             "no: %s waiters look at the count every 100 ms" % on_futex))
     if probe["loop_sleep"] == "helper":
         loops = ("yes, through a helper thread: a loop's sleep is a thread "
                  "of efd's asleep on the futex word with the death bell; a "
@@ -139,18 +141,16 @@ def main():
                  "every 100 ms" % (os.strerror(probe["loop_ring_errno"])
                                    if probe["loop_ring_errno"]
                                    else "no futex"))
-    print("  event loops on 'futex' (sleep on the word): %s" % loops)
+    print("  event loops on %s (sleep on the word): %s" % (on_futex, loops))
     print("  'pipe' waiters sleep:                     %s"
           % ("on futex words, as 'futex' waiters do (the pipe is for "
              "readiness only)" if probe["pipe_sleeps"] == "futex" else
              "in poll() on the pipe: one per process and object looks at "
              "the count every 100 ms; every process wakes for a release"))
-    on = ("'futex' and 'pipe'" if probe["pipe_sleeps"] == "futex"
-          else "'futex'")
     if probe["holder_deaths_told"] and probe["death_bell"]:
         told = ("on %s the kernel tells a waiter that a holder died "
                 "(a pidfd): it wakes at once and never looks before%s"
-                % (on, "" if probe["pipe_sleeps"] == "futex" else
+                % (on_futex, "" if probe["pipe_sleeps"] == "futex" else
                    "; on 'pipe' it finds out within a re-check (100 ms)"))
     elif probe["death_bell"]:
         told = ("a waiter finds out within a re-check (100 ms): no pidfds "
