@@ -133,8 +133,10 @@ typedef struct efd_impl {
     /* futex backend: 1 if this process's sleepers wait on the death bell
      * as well (futex_waitv and a robust list work here), so that they may
      * sleep without a time limit; 0 if they look again every
-     * EFD_RECHECK_MS instead. */
-    int bell;
+     * EFD_RECHECK_MS instead.  Atomic: another thread may demote the
+     * object (a loop that sleeps through a ring, a thread with no robust
+     * list) while a sleeper reads it; fx_block() reads it once. */
+    _Atomic int bell;
     /* futex backend, where bell == 0: the process epoch in which this
      * object was counted in the page's `unbelled` (0: not counted). */
     uint64_t unbelled_epoch;
@@ -387,7 +389,9 @@ void efd_chan_drain(int rfd);
 /* The count in shared memory (efd_shm.c), what the pipe and futex backends
  * share.  `magic` tells the backends' pages apart; `channel_eventfd` allows
  * an eventfd for the readiness channel; `armed` keeps readiness in step
- * from the start (pipe) instead of from the first arm() (futex). */
+ * from the start (pipe) instead of from the first arm() (futex).  Adopt
+ * says EPROTO for an efd page of another magic (another backend's kind,
+ * another layout), EINVAL for descriptors that are no such page. */
 int efd_count_open(efd_impl *impl, uint64_t initval, int semaphore,
                    int cloexec, uint32_t magic, int channel_eventfd,
                    int armed);

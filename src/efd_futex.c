@@ -669,7 +669,7 @@ fx_block(efd_impl *impl, int kind, uint32_t ticket, int ms)
     _Atomic uint32_t *deaths = NULL;
     uint32_t epoch = 0, hold = 0, dval = 0;
     struct timespec ts;
-    int err = 0, rechecks = 1;
+    int err = 0, rechecks = 1, bell = 0;
 
     if (kind == EFD_BLOCK_WRITE) {
         /* Nothing signals "room for n more": look again every 5 ms. */
@@ -687,8 +687,12 @@ fx_block(efd_impl *impl, int kind, uint32_t ticket, int ms)
         EFD_POINT("block: holdwait set");
         /* Without the bell here or in any process that has the object
          * open, look again every EFD_RECHECK_MS (after the ticket: see
-         * unbelled_check). */
-        rechecks = !impl->bell || atomic_load(&c->unbelled) > 0;
+         * unbelled_check).  Read once: another thread may demote the
+         * object meanwhile, and this sleep must be one kind or the other
+         * throughout (a demotion wakes the sleepers that do not re-check:
+         * the next sleep reads it again). */
+        bell = atomic_load(&impl->bell);
+        rechecks = !bell || atomic_load(&c->unbelled) > 0;
         /* While another process holds units, whose death no bell rings
          * for (efd_books.c): sleep on the watcher's word where it can
          * watch them all; else look again every EFD_RECHECK_MS, and the
@@ -711,7 +715,7 @@ fx_block(efd_impl *impl, int kind, uint32_t ticket, int ms)
             return 0;
         }
         EFD_POINT("block: count 0");
-        if (impl->bell) {
+        if (bell) {
             err = block_on_bell(impl, kind, ticket, ms, who, epoch,
                                 rechecks, hold, deaths, dval);
             if (deaths != NULL)
@@ -1100,7 +1104,11 @@ static int
 adopt_page(efd_impl *impl, const int *fds, int nfds, int semaphore,
            uint32_t magic)
 {
-    int err;
+    /* The channel is always a pipe's two ends (so efd_chan_put() never
+     * writes to a shared eventfd, which a peer could leave full). */
+    int err = efd_pipe_check_fds(fds, nfds);
+    if (err != 0)
+        return err;
     impl->unbelled_epoch = 0;
     err = efd_count_adopt(impl, fds, nfds, semaphore, magic);
     if (err == 0)
@@ -1135,9 +1143,6 @@ fxp_open(efd_impl *impl, uint64_t initval, int semaphore, int cloexec)
 static int
 fxp_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore)
 {
-    int err = efd_pipe_check_fds(fds, nfds);
-    if (err != 0)
-        return err;
     return adopt_page(impl, fds, nfds, semaphore, EFD_PIPE_FUTEX_MAGIC);
 }
 

@@ -210,7 +210,7 @@ eventfd_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
  * the backend is made of (wrong kind or number).  A ValueError naming them
  * and the backend, not OSError(EINVAL). */
 static PyObject *
-err_not_backend(const efd_backend *b, const int *fds, int nfds)
+err_not_backend(const efd_backend *b, const int *fds, int nfds, int err)
 {
     char list[3 * 16 + 8];
     size_t used = 0;
@@ -218,7 +218,16 @@ err_not_backend(const efd_backend *b, const int *fds, int nfds)
     for (i = 0; i < nfds && used < sizeof(list); i++)
         used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%d",
                                  i ? ", " : "", fds[i]);
-    if (nfds == 1)
+    if (err == EPROTO)
+        /* efd_count_adopt(): an efd page, of another kind or layout. */
+        PyErr_Format(PyExc_ValueError,
+                     "fds (%s) hold another kind of efd page than a '%s' "
+                     "object's made here: another backend's, another "
+                     "version's, or (for 'pipe') one made where its waiters "
+                     "sleep on futex words while here they sleep in poll(), "
+                     "or the other way round (python -m efd: \"'pipe' "
+                     "waiters sleep\")", list, b->name);
+    else if (nfds == 1)
         PyErr_Format(PyExc_ValueError,
                      "fd %s is not what a '%s' backend is made of (wrong "
                      "kind or number of descriptors)", list, b->name);
@@ -262,8 +271,8 @@ adopt(PyTypeObject *type, efd_state *st, const efd_backend *b, const int *fds,
     if (err) {
         self->impl.fd = self->impl.wfd = self->impl.shmfd = -1;
         Py_DECREF(self);
-        if (err == EINVAL)
-            return err_not_backend(b, fds, nfds);
+        if (err == EINVAL || err == EPROTO)
+            return err_not_backend(b, fds, nfds, err);
         return efd_err_errno(err);
     }
     self->impl.ops = b;

@@ -812,11 +812,38 @@ efd_chan_close(int *rfd, int *wfd)
     *wfd = -1;
 }
 
+/* A write that never sleeps, even if another holder of the descriptor
+ * cleared O_NONBLOCK on it (and filled the pipe, or the counter): this
+ * runs with the GIL held, inside the sync lock.  A full channel is
+ * readable already, which is all a put is for. */
+static ssize_t
+write_nowait(int fd, const void *buf, size_t n)
+{
+#if defined(__linux__)
+    struct iovec iov;
+    ssize_t r;
+    iov.iov_base = (void *)buf;
+    iov.iov_len = n;
+    r = pwritev2(fd, &iov, 1, -1, RWF_NOWAIT);
+    if (r >= 0 || (errno != EOPNOTSUPP && errno != ENOSYS && errno != EINVAL))
+        return r;
+#endif
+    /* No RWF_NOWAIT for this kind of file here (an eventfd; a pipe before
+     * Linux 5.x): make sure of the flag first (one fcntl). */
+    if (efd_ensure_nonblock(fd) != 0)
+        return -1;
+    return write(fd, buf, n);
+}
+
 void
 efd_chan_put(int rfd, int wfd)
 {
     ssize_t n;
     if (rfd == wfd) {
+        /* An eventfd channel: only ever this process's own (a helper's
+         * door, a waiter's wake channel; a shared page's channel is a
+         * pipe), made non-blocking, and a write of 1 blocks only on a
+         * counter at 2**64 - 2. */
         uint64_t one = 1;
         do {
             n = write(wfd, &one, sizeof(one));
@@ -825,7 +852,7 @@ efd_chan_put(int rfd, int wfd)
     else {
         char b = 1;
         do {
-            n = write(wfd, &b, 1);
+            n = write_nowait(wfd, &b, 1);
         } while (n < 0 && errno == EINTR);
     }
 }
@@ -1181,8 +1208,10 @@ efd_count_adopt(efd_impl *impl, const int *fds, int nfds, int semaphore,
     if ((err = shm_adopt(fds[0], sizeof(struct efd_count), &map)))
         return err;
     if (((struct efd_count *)map)->magic != magic) {
+        /* "ef" and a backend and layout: an efd page, of another kind. */
+        int efd_page = (((struct efd_count *)map)->magic >> 16) == 0x6566;
         munmap(map, sizeof(struct efd_count));
-        return EINVAL;
+        return efd_page ? EPROTO : EINVAL;
     }
     impl->cnt = (struct efd_count *)map;
     impl->owner_checkable = impl->cnt->pidns == pid_namespace();

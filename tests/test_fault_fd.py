@@ -151,6 +151,42 @@ _BLOCKING_ELSEWHERE = '''
 '''
 
 
+_FULL_CHANNEL = '''
+    # A holder of the handle (the same open file description) makes the
+    # readiness pipe's write end blocking and fills the pipe: a release
+    # that puts the token must not sleep in write(), where it would hold
+    # the GIL and the sync lock for ever (found by review: it did).
+    ev = efd.EventFD(0, semaphore=True, backend=BACKEND)
+    ev.fileno()                         # futex: keep the pipe in step now
+    wfd = ev._fds()[-1]                 # the pipe's write end
+    os.set_blocking(wfd, False)
+    for size in (4096, 1):
+        try:
+            while True:
+                os.write(wfd, b"z" * size)
+        except BlockingIOError:
+            pass
+    os.set_blocking(wfd, True)          # another holder's doing
+    HEART = Heartbeat()
+    got, dt = others_run("release() onto a full pipe made blocking",
+                         ev.release)
+    check(dt < SLACK, "release() took %.2f s" % dt)
+    check(ev.acquire(False) is True, "the released unit is not there")
+    print("ok")
+'''
+
+
+def test_a_full_channel_made_blocking_never_freezes_a_release(backend,
+                                                              run_py):
+    """SPEC 5: a descriptor whose O_NONBLOCK someone else cleared never
+    freezes the process -- also the memory backends' readiness pipe, which
+    a peer holding the handle can fill."""
+    if backend not in ("pipe", "futex"):
+        pytest.skip("only the memory backends put a token in a pipe")
+    proc = run_py(child_code(_FULL_CHANNEL), backend=backend, timeout=30)
+    assert "ok" in proc.stdout
+
+
 def test_descriptor_made_blocking_by_a_fork_child_or_an_heir(backend, run_py):
     """A plain read() is only used while no one else can reach the open file
     description: a fork child or a program that inherited the descriptor

@@ -668,6 +668,36 @@ def test_a_peer_that_shrinks_the_page_later(popen_py):
         sem.close()
 
 
+def test_a_page_of_another_kind_is_refused_by_name(run_py):
+    """A handle that names the wrong memory backend for its page (a futex
+    object's page offered as a pipe object's -- as a process whose pipe
+    waiters sleep in poll() would see one made where they sleep on futex
+    words) is refused at once, with a ValueError that says the page is
+    efd's, of another kind, rather than that the descriptors are not a
+    pipe's."""
+    if efd._efd._probe()["futex_errno"]:
+        pytest.skip("no futex backend")
+    sem = efd.Semaphore(1, backend="futex")
+    try:
+        h = sem.handle()
+        proc = run_py("""
+            import os, efd
+            try:
+                efd.from_handle(os.environ["H"])
+            except ValueError as exc:
+                print("refused:", exc)
+            else:
+                print("adopted")
+            """, env={"H": str(h).replace(":futex:", ":pipe:")},
+            pass_fds=h.fds)
+        assert "refused:" in proc.stdout, proc.stdout
+        assert "another kind of efd page" in proc.stdout, proc.stdout
+        assert "'pipe' waiters sleep" in proc.stdout, proc.stdout
+        assert sem.acquire(False) is True      # the object is untouched
+    finally:
+        sem.close()
+
+
 CHOSEN = [0, 2**32 - 1, 1, 2, 3, os.getpid(), 2**31 - 1, 0x40000000,
           0xC0000000, 32, 48, 16]
 
