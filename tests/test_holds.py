@@ -1148,6 +1148,17 @@ def test_without_pidfds_a_waiter_looks_for_a_dead_holder():
     sem.close()
 
 
+def _spawn_keeping_descriptors(argv):
+    """Start a program that keeps every inheritable descriptor, the
+    holder description included (os.system()'s way: posix_spawn, a
+    vfork-like clone that runs no fork handlers); its pid.  Not
+    subprocess: before Python 3.10 it forks, and efd's fork handler then
+    closes the holder description in the child before the exec, as in
+    any fork child (a fork child holds nothing of its parent's)."""
+    import shutil
+    return os.posix_spawn(shutil.which(argv[0]), argv, os.environ)
+
+
 def test_a_holder_description_kept_by_a_child_is_looked_for_after_exit():
     """The holder dies while a child it started without closing
     descriptors keeps its holder description (docs/processes.rst): the
@@ -1162,7 +1173,7 @@ def test_a_holder_description_kept_by_a_child_is_looked_for_after_exit():
         with sem:
             # A child that inherits every descriptor, the holder
             # description included, and lives 1.5 s.
-            subprocess.Popen(["sleep", "1.5"], close_fds=False)
+            _spawn_keeping_descriptors(["sleep", "1.5"])
             _hold_forever(w)
     holder, r = _child(body)
     _wait_ready(r)
@@ -1296,8 +1307,8 @@ def test_a_dead_holder_whose_lock_lives_on_in_a_child_is_looked_for_calmly():
     if h == 0:
         try:
             with sem:
-                child = subprocess.Popen(["sleep", "30"], close_fds=False)
-                os.write(cw, b"%d\n" % child.pid)
+                child = _spawn_keeping_descriptors(["sleep", "30"])
+                os.write(cw, b"%d\n" % child)
                 time.sleep(60)
         finally:
             os._exit(0)
