@@ -1013,7 +1013,10 @@ class _TrioWaiters:
                               else self._watch())
             deadline = time.monotonic() + timeout
             while True:
-                with trio.move_on_after(deadline - time.monotonic()):
+                # Clamped: a timeout of a few nanoseconds, or a clock tick
+                # between the check below and this line, leaves less than
+                # nothing, and trio refuses a negative span.
+                with trio.move_on_after(max(0.0, deadline - time.monotonic())):
                     return await (self._consume(hold) if consume
                                   else self._watch())
                 if time.monotonic() >= deadline:

@@ -315,6 +315,29 @@ def test_timeout_never_ends_early(backend):
     assert run(main) == []
 
 
+@pytest.mark.parametrize("timeout", [1e-9, 1e-7, 1e-5])
+def test_a_timeout_of_a_few_nanoseconds_runs_out_instead_of_raising(
+        backend, timeout):
+    # A span so short that it is over before the wait begins: each wait
+    # returns False, none raises trio's "`seconds` must be non-negative"
+    # (efd asked trio for the time left, which can be less than nothing).
+    async def main():
+        ev = efd.EventFD(0, semaphore=True, backend=backend)
+        event = efd.Event(backend=backend)
+        results = []
+        try:
+            for _ in range(300):
+                results.append(await ev.acquire_async(timeout))
+                results.append(await event.wait_async(timeout))
+            ev.release()
+            results.append(await ev.acquire_async(timeout))
+        finally:
+            ev.close()
+            event.close()
+        return results
+    assert run(main) == [False] * 600 + [True]
+
+
 async def _wait_while(event, n, action):
     # n tasks wait on `event` while `action()` (a coroutine function) runs;
     # returns what each wait returned.
