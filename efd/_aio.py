@@ -376,7 +376,7 @@ class _Waiters:
     __slots__ = ("ev", "loop", "thread", "tid_attr", "fd", "key",
                  "consumers", "watchers", "served", "reading", "exclusive",
                  "recheck", "poller", "plain_only", "paused", "stale_runs",
-                 "sleeper", "ring", "holds")
+                 "sleeper", "ring", "for_ready", "holds")
 
     def __init__(self, ev: "EventFD", loop: asyncio.AbstractEventLoop) -> None:
         self.ev = ev
@@ -408,6 +408,8 @@ class _Waiters:
         # or its ring).
         self.sleeper: Any = None
         self.ring = False
+        # The sleeper sleeps for readiness (watchers wait), not for units.
+        self.for_ready = False
         # Consumers that hold what they take (a `with` block, undo=True):
         # whoever serves one books its unit to this process before it is
         # theirs -- the reader in the same step as it takes it
@@ -437,21 +439,24 @@ class _Waiters:
     def watch(self) -> None:
         """Register the reader callback unless it is registered.
 
-        On a futex object with only consumers queued, the loop sleeps on
-        the object's futex word through its loop sleeper -- a helper
-        thread, or a ring (:meth:`_sleep`): one release wakes one loop of
-        all those waiting.  Otherwise
-        the reader watches :meth:`efd.EventFD.fileno`; that registration
-        is exclusive where the object wakes waiters one at a time and the
-        loop allows it, unless watchers wait (an exclusive registration
-        that a watcher joins is made plain again).
+        On a futex object, the loop sleeps on the object's futex word
+        through its loop sleeper (:meth:`_sleep`): a helper thread, or a
+        ring.  With only consumers queued, one release wakes one loop of
+        all those waiting; with watchers, a helper sleeps as a blocked
+        :meth:`efd.Event.wait` does (every release wakes it), and costs
+        nothing while idle.  A ring sleeps for units only, so watchers
+        make it give way to the descriptor.  Otherwise the reader watches
+        :meth:`efd.EventFD.fileno`; that registration is exclusive where
+        the object wakes waiters one at a time and the loop allows it,
+        unless watchers wait (an exclusive registration that a watcher
+        joins is made plain again).
         """
         if self.reading:
             if self.ring:
-                if not self.watchers:
-                    self._sleep()
+                if not self.watchers or self.sleeper.kind == "helper":
+                    self._sleep()       # for units, or for readiness
                     return
-                # A watcher wants readiness, which only fileno() gives.
+                # A watcher wants readiness, which a ring cannot wait for.
                 self.unwatch()
             elif not (self.exclusive and self.watchers):
                 return
@@ -459,7 +464,8 @@ class _Waiters:
                 # A watcher must see every set(): register the plain way.
                 # The loop keeps watching, so there is nothing to pass on.
                 self.unwatch(pass_on=False)
-        if not self.watchers and self._sleeper() is not None:
+        if (self._sleeper() is not None
+                and (not self.watchers or self.sleeper.kind == "helper")):
             try:
                 self.fd = self.sleeper.fileno()
             except OSError:
@@ -494,8 +500,9 @@ class _Waiters:
         # death bell.  Through a ring, the loop looks at the count every
         # RECHECK seconds as well: a loop killed while a release had
         # chosen it rings for nobody ("An event loop's sleep").
+        self.for_ready = bool(self.watchers)
         try:
-            ready = self.sleeper.sleep()
+            ready = self.sleeper.sleep(self.for_ready)
         except OSError:
             # The sleeper failed (a ring that a sandbox refuses
             # io_uring_enter after the probe said yes, a helper that lost
@@ -606,17 +613,28 @@ class _Waiters:
             self.unwatch()
             if not self.served:
                 _unpublish(self)
+        elif self.ring and self.for_ready and not self.watchers:
+            # The watchers are gone, consumers wait on: sleep for units
+            # again, so that a release wakes one loop, not every one.
+            self._sleep()
 
     def _ready(self) -> None:
         # The reader callback: the descriptor polled readable (or, with a
         # sleeper, its descriptor: the sleeper is told first).
+        # Watchers are told when the count is above 0: fileno() polled
+        # readable, or (a helper's door) the loop sees it so now -- a call
+        # whose event was cleared again meanwhile by another process may
+        # go unseen, as efd.Event says; this process's set() tells its
+        # watchers itself (notify()).
+        readable = True
         if self.ring:
             try:
                 self.sleeper.woke()
+                readable = bool(self.watchers and self.ev._peek())
             except ValueError as exc:
                 self.fail(exc)
                 return
-        if self.watchers:
+        if self.watchers and readable:
             watchers, self.watchers = self.watchers, []
             for fut in watchers:
                 if not fut.done():
@@ -647,7 +665,7 @@ class _Waiters:
                 # would win every release while it has tasks queued.
                 self.exclusive = _register_exclusive(self.loop, self.fd,
                                                      self._ready)
-            if queue and self.ring:
+            if (queue or self.watchers) and self.ring:
                 self._sleep()           # its tasks still wait: sleep again
         except (OSError, ValueError) as exc:
             self.fail(exc)
@@ -975,13 +993,47 @@ class _TrioWaiters:
                     # that chose this run if it is not taking it.
                     self.sleeper.rest()
 
+    async def _sleeper_watch(self) -> bool:
+        # Event.wait_async through a helper sleeper (efd_futex.c, "A
+        # loop's helper"): it sleeps as a blocked Event.wait() does, with
+        # the death bell, so this run neither looks every RECHECK seconds
+        # nor asks for fileno().  True once this run sees the count above
+        # 0 (a call whose event another process cleared again goes
+        # unseen, as efd.Event says); False if the sleeper failed (wait
+        # the old way).
+        import trio
+        sleeper = self.sleeper
+        try:
+            while True:
+                try:
+                    ready = sleeper.sleep(True)
+                except OSError:
+                    sleeper.close()
+                    self.sleeper = False
+                    return False
+                if ready:
+                    return True
+                try:
+                    await trio.lowlevel.wait_readable(sleeper.fileno())
+                except trio.ClosedResourceError:
+                    raise ValueError(_CLOSED_MESSAGE) from None
+                if self.failed:
+                    raise ValueError(_CLOSED_MESSAGE)
+                sleeper.woke()
+        finally:
+            if self.sleeper:
+                self.sleeper.rest()
+
     async def _watch(self) -> bool:
         import trio
         with trio.CancelScope() as scope:
             self.watchers[scope] = False
             try:
                 async with self.lock:
-                    await self._wait_readable()
+                    sleeper = self._sleeper()
+                    if (sleeper is None or sleeper.kind != "helper"
+                            or not await self._sleeper_watch()):
+                        await self._wait_readable()
                 return True
             except trio.Cancelled:
                 # notify() cancels this scope; when an outer scope is

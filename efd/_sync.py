@@ -515,9 +515,14 @@ class Event(_OnEventFD, _efd.Event):
     async def wait_async(self, timeout: Optional[float] = None) -> bool:
         """Wait until the flag is set, from a coroutine.
 
-        The task waits through the running loop's reader callback on
-        :meth:`fileno` (no threads); every task waiting on the event in one
-        loop shares one registration.
+        Every task waiting on the event in one loop shares one
+        registration.  On the ``futex`` backend (and on ``pipe`` wherever
+        Linux's futexes are), where the kernel's death bell works, the
+        loop watches the door of a small helper thread of efd's, which
+        sleeps as a blocked :meth:`wait` does and rings when the flag is
+        set: an idle wait costs nothing.  Otherwise the loop's reader
+        callback watches :meth:`fileno` (no threads), and on ``futex``
+        and ``pipe`` also looks at the flag every 100 ms.
 
         Args:
             timeout: Seconds to wait at most; ``None`` waits without limit;

@@ -321,14 +321,18 @@ typedef struct efd_loopsleep {
  * acquire() does -- the death bell armed -- and rings the loop's door (an
  * eventfd the loop watches) when units may be there.  It owes sleepers the
  * wake-up it was chosen for until the loop answers (it took, or will not
- * take: then the helper passes it on).  The loop talks to it through
- * `cmd`, a process-private futex word it bumps on every change. */
+ * take: then the helper passes it on).  While the loop's tasks wait for
+ * readiness (Event.wait_async), it sleeps as a blocked Event.wait() does
+ * instead, owing nobody.  The loop talks to it through `cmd`, a
+ * process-private futex word it bumps on every change. */
 typedef struct efd_helper {
     efd_impl *impl;
     int door, door_w;           /* a channel (efd_chan_open): readable when
                                  * the loop should look */
     _Atomic uint32_t cmd;       /* bumped by the loop: want, answered, stop */
     _Atomic uint32_t want;      /* the loop has tasks waiting for units */
+    _Atomic uint32_t ready;     /* ... and for readiness (watchers): sleep
+                                 * as a watcher, which sees every release */
     _Atomic uint32_t stop;      /* leave (close, or the sleeper is gone) */
     _Atomic uint32_t calls;     /* times the helper rang the door */
     _Atomic uint32_t answered;  /* the last call the loop answered */

@@ -961,8 +961,22 @@ efd_fx_loop_rest(efd_impl *impl, efd_loopsleep *ls, int pass_on)
  * process, unlike a ring's request.  So nobody re-checks on its account:
  * a loop sleeps, and costs, nothing while idle.
  *
+ * A loop whose tasks wait for readiness (Event.wait_async: a watcher,
+ * which takes nothing) has its helper sleep as a blocked Event.wait()
+ * does: one more watcher on `wseq`, with the bell.  A release wakes every
+ * watcher, and one killed between its add and that wake-up rings the
+ * bell, whose sleeper wakes them all (block_on_bell), so the helper
+ * misses no set() and owes nobody anything: it disarms as soon as it is
+ * awake, calls the loop if the count is above 0, and waits for the answer
+ * without a limit (the units are not its to pass on).  Such a loop's
+ * consumers, if it has any, are served by the same calls (every release
+ * wakes it); once its watchers are gone it sleeps for units again.  So
+ * an idle Event.wait_async() costs nothing either, and leaves fileno()
+ * unasked: releases keep making no system call.
+ *
  * The loop and its helper talk through process memory only: `want`
- * (tasks wait), `calls` (doors rung) and `answered` (the last call the
+ * (tasks wait), `ready` (for readiness: sleep as a watcher), `calls`
+ * (doors rung) and `answered` (the last call the
  * loop answered), and `cmd`, a private futex word the loop bumps after
  * every change, which the helper sleeps on beside the page's words (the
  * thread-local bell_extra).  A call is answered only by a loop that saw
@@ -995,12 +1009,39 @@ helper_wanted(efd_helper *h)
 /* The helper may have been chosen and the loop will not take: the
  * wake-up goes on, if units are there (as a reader that leaves) -- and
  * only then is the bell disarmed, so that a death between the two still
- * rings (efd_wait.c leaves in the same order). */
+ * rings (efd_wait.c leaves in the same order).  A watcher's sleep was
+ * nobody's choice: it only disarms. */
 static void
-helper_leave(efd_impl *impl)
+helper_leave(efd_impl *impl, int kind)
 {
-    fx_interrupt(impl, 0);
+    if (kind == EFD_BLOCK_READ)
+        fx_interrupt(impl, 0);
     fx_unblock(impl);
+}
+
+/* Call the loop (ring its door) and wait until it answered, or stops
+ * wanting.  A call for units is owed to the sleepers: if the loop does not
+ * answer within EFD_RECHECK_MS, the wake-up goes on (once; see the
+ * caller).  A call for readiness owes nobody: no limit.  Returns the
+ * latest `cmd` seen. */
+static uint32_t
+helper_call(efd_helper *h, int kind, uint32_t seen)
+{
+    efd_impl *impl = h->impl;
+    uint32_t call = atomic_fetch_add(&h->calls, 1) + 1;
+    int passed = kind != EFD_BLOCK_READ;
+    efd_chan_put(h->door, h->door_w);
+    EFD_POINT("helper: called");
+    while (helper_wanted(h)
+           && (int32_t)(atomic_load(&h->answered) - call) < 0) {
+        if (helper_wait(&h->cmd, seen, passed ? -1 : EFD_RECHECK_MS)
+                == ETIMEDOUT && !passed) {
+            fx_interrupt(impl, 0);
+            passed = 1;
+        }
+        seen = atomic_load(&h->cmd);
+    }
+    return seen;
 }
 
 void *
@@ -1012,20 +1053,23 @@ efd_fx_helper_main(void *arg)
     uint32_t seen = atomic_load(&h->cmd);
 
     while (!atomic_load(&h->stop)) {
-        uint32_t t, call;
-        int passed;
+        uint32_t t;
+        int kind;
         if (!atomic_load(&h->want)) {
             helper_wait(&h->cmd, seen, -1);     /* idle: nobody waits */
             seen = atomic_load(&h->cmd);
             continue;
         }
-        t = fx_ticket(impl, EFD_BLOCK_READ);                    /* S1 */
+        /* Read once per sleep: the loop may change it meanwhile (and
+         * rings: the sleep ends, and the next one is of the new kind). */
+        kind = atomic_load(&h->ready) ? EFD_BLOCK_READY : EFD_BLOCK_READ;
+        t = fx_ticket(impl, kind);                              /* S1 */
         if (atomic_load(&c->count) == 0) {
             int err;
             atomic_store(&h->asleep, 1);
             bell_extra = &h->cmd;
             bell_extra_val = seen;
-            err = fx_block(impl, EFD_BLOCK_READ, t, -1);        /* S3 .. S6 */
+            err = fx_block(impl, kind, t, -1);                  /* S3 .. S6 */
             bell_extra = NULL;
             atomic_store(&h->asleep, 0);
             if (!impl->bell || (err != 0 && err != EINTR
@@ -1033,49 +1077,42 @@ efd_fx_helper_main(void *arg)
                 /* This thread cannot sleep with the bell after all (it
                  * was demoted), or the sleep failed: the loop must wait
                  * the other way.  Ring so that it finds out. */
-                helper_leave(impl);
+                helper_leave(impl, kind);
                 atomic_store(&h->failed, err ? err : ENOTSUP);
                 efd_chan_put(h->door, h->door_w);
                 break;
             }
         }
         seen = atomic_load(&h->cmd);
+        if (kind == EFD_BLOCK_READY)
+            fx_unblock(impl);           /* a watcher owes nobody */
         if (!helper_wanted(h)) {
-            helper_leave(impl);
+            helper_leave(impl, kind);
             continue;
         }
         if (atomic_load(&c->count) == 0) {
-            /* Nothing to call the loop for: another took it, a re-check
-             * ran out (a process without the bell, a holder elsewhere:
-             * give back what dead holders held), the books' bell. */
+            /* Nothing to call the loop for: another took it (or the
+             * event was cleared again), a re-check ran out (a process
+             * without the bell, a holder elsewhere: give back what dead
+             * holders held), the books' bell, or the loop changed what
+             * it waits for. */
             fx_unblock(impl);
             (void)efd_books_sweep(impl);
             continue;
         }
-        /* Units may be there: call the loop, and owe them until it
-         * answers this call (or stops wanting: see efd_loop.c's rest).  A
-         * loop that does not answer within EFD_RECHECK_MS -- busy in a
-         * long callback, or stopped for good with its tasks waiting --
-         * must not hold the units from everyone else: the wake-up goes on
-         * then (once), as SPEC §5 bounds what a waiter that does not come
-         * may cost the others.  The loop may still answer and take. */
-        call = atomic_fetch_add(&h->calls, 1) + 1;
-        efd_chan_put(h->door, h->door_w);
-        EFD_POINT("helper: called");
-        passed = 0;
-        while (helper_wanted(h)
-               && (int32_t)(atomic_load(&h->answered) - call) < 0) {
-            if (helper_wait(&h->cmd, seen, passed ? -1 : EFD_RECHECK_MS)
-                    == ETIMEDOUT && !passed) {
-                fx_interrupt(impl, 0);
-                passed = 1;
-            }
-            seen = atomic_load(&h->cmd);
-        }
+        /* Units may be there: call the loop, and (for units) owe them
+         * until it answers this call or stops wanting (efd_loop.c's
+         * rest).  A loop that does not answer within EFD_RECHECK_MS --
+         * busy in a long callback, or stopped for good with its tasks
+         * waiting -- must not hold the units from everyone else: the
+         * wake-up goes on then (once), as SPEC §5 bounds what a waiter
+         * that does not come may cost the others.  The loop may still
+         * answer and take. */
+        seen = helper_call(h, kind, seen);
         if (helper_wanted(h))
             fx_unblock(impl);   /* answered: it took, or sleeps again */
         else
-            helper_leave(impl);
+            helper_leave(impl, kind);
     }
     return NULL;
 }

@@ -459,15 +459,20 @@ loop_fileno(loop_object *self, PyObject *Py_UNUSED(ignored))
                                         : self->ls.ring.fd);
 }
 
-/* sleep() with a helper: want units, and answer the calls woke() saw. */
+/* sleep() with a helper: want units (or readiness), and answer the calls
+ * woke() saw. */
 static PyObject *
-helper_sleep(loop_object *self)
+helper_sleep(loop_object *self, int ready)
 {
     efd_helper *h = self->helper;
     int changed = 0, err = atomic_load(&h->failed);
     if (err) {
         errno = err;
         return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    if (atomic_load(&h->ready) != (uint32_t)ready) {
+        atomic_store(&h->ready, (uint32_t)ready);
+        changed = 1;
     }
     if (!atomic_load(&h->want)) {
         atomic_store(&h->want, 1);
@@ -483,13 +488,25 @@ helper_sleep(loop_object *self)
 }
 
 static PyObject *
-loop_sleep(loop_object *self, PyObject *Py_UNUSED(ignored))
+loop_sleep(loop_object *self, PyObject *args, PyObject *kwds)
 {
-    int ready = 0, err;
+    static char *kwlist[] = {"ready", NULL};
+    int ready = 0, for_ready = 0, err;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|p:sleep", kwlist,
+                                     &for_ready))
+        return NULL;
     if (check_open(self) < 0)
         return NULL;
     if (self->helped)
-        return need_helper(self) < 0 ? NULL : helper_sleep(self);
+        return need_helper(self) < 0 ? NULL : helper_sleep(self, for_ready);
+    if (for_ready) {
+        /* A ring sleeps among the readers only: watchers wait on
+         * fileno() (and re-check, as the ring's own sleep does). */
+        PyErr_SetString(PyExc_ValueError,
+                        "efd: a loop sleeping through a ring waits for "
+                        "units only, not for readiness");
+        return NULL;
+    }
     err = efd_fx_loop_sleep(&self->ev->impl, &self->ls, &ready);
     if (err) {
         errno = err;
@@ -591,10 +608,14 @@ loop_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 static PyMethodDef loop_methods[] = {
     {"fileno", (PyCFunction)loop_fileno, METH_NOARGS,
      "The ring's descriptor: readable when the sleep may be over."},
-    {"sleep", (PyCFunction)loop_sleep, METH_NOARGS,
-     "Sleep on the object's futex word through the ring; True if units\n"
-     "are there now (take them; the sleep may stay in flight).  OSError\n"
-     "if this loop cannot sleep this way: rest() and wait on fileno()."},
+    {"sleep", (PyCFunction)(void (*)(void))loop_sleep,
+     METH_VARARGS | METH_KEYWORDS,
+     "sleep(ready=False)\n--\n\n"
+     "Sleep on the object's futex word (through the helper or the ring);\n"
+     "True if units are there now (take them; the sleep may stay in\n"
+     "flight).  ready=True (a helper only): wait for readiness, as\n"
+     "Event.wait() does, rather than for units.  OSError if this loop\n"
+     "cannot sleep this way: rest() and wait on fileno()."},
     {"woke", (PyCFunction)loop_woke, METH_NOARGS,
      "Read the ring's completions (the descriptor polled readable)."},
     {"rest", (PyCFunction)loop_rest, METH_NOARGS,

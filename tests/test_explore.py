@@ -91,6 +91,8 @@ SCENARIOS = [
     "helper-vs-untimed-thread",
     "helper-rests-vs-untimed-thread",
     "helper-two-loops-two-units",
+    "helper-watchers-vs-set",
+    "helper-watcher-and-untimed-thread",
 ]
 
 #: What the explorer found on 0.2.0's protocol, for the record (issue 17).

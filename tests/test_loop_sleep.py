@@ -83,6 +83,23 @@ async def until_asleep(ev):
 """
 
 
+#: For the children: voluntary context switches of every thread of this
+#: process.
+SWITCHES = r"""
+import os
+
+
+def switches():
+    total = 0
+    for tid in os.listdir("/proc/self/task"):
+        with open("/proc/self/task/%s/status" % tid) as f:
+            for line in f:
+                if line.startswith("voluntary_ctxt_switches:"):
+                    total += int(line.split()[1])
+    return total
+"""
+
+
 #: For the children: read the children's one-byte words, and start a loop
 #: child (it reports "L" once its loop sleeps) and then a thread child (it
 #: reports "T" before it sleeps in acquire()).
@@ -150,20 +167,10 @@ def test_an_idle_loop_makes_no_wake_ups(run_py, mode):
     second: with a helper, neither the loop's thread nor the helper wakes
     (the helper sleeps with the death bell); through a ring the loop looks
     every 100 ms."""
-    out = run_py(UNTIL_ASLEEP + textwrap.dedent(r"""
+    out = run_py(UNTIL_ASLEEP + SWITCHES + textwrap.dedent(r"""
         import asyncio, json, os, time
         import efd
         from efd import _aio
-
-        def switches():
-            # Voluntary context switches of every thread of this process.
-            total = 0
-            for tid in os.listdir("/proc/self/task"):
-                with open("/proc/self/task/%s/status" % tid) as f:
-                    for line in f:
-                        if line.startswith("voluntary_ctxt_switches:"):
-                            total += int(line.split()[1])
-            return total
 
         async def main():
             ev = efd.EventFD(0, semaphore=True, backend="futex")
@@ -190,6 +197,297 @@ def test_an_idle_loop_makes_no_wake_ups(run_py, mode):
         assert res["woke"] <= 2, res
     else:
         assert res["woke"] >= 5, res
+
+
+# ---- Event.wait_async: a helper that sleeps for readiness ---------------------
+
+_IDLE_WATCHER = r"""
+import asyncio, json, os, sys, time
+import efd
+from efd import _aio
+
+BACKEND, LIB = "@BACKEND@", "@LIB@"
+
+
+def set_elsewhere(event):
+    # Another process sets it: only the kernel's wake-up, through
+    # whatever the loop sleeps on, can tell this one.
+    pid = os.fork()
+    if pid == 0:
+        event.set()
+        os._exit(0)
+    return pid
+
+
+async def asyncio_main(event):
+    task = asyncio.ensure_future(event.wait_async(30))
+    loop = asyncio.get_running_loop()
+    for _ in range(5000):
+        await asyncio.sleep(0.001)
+        rec = _aio._registry.get((event._ev, loop))
+        if (rec is not None and rec.reading and rec.ring
+                and rec.sleeper.asleep):
+            break
+    else:
+        rec = _aio._registry.get((event._ev, loop))
+    info = {"on_sleeper": bool(rec.ring) and rec.fd == rec.sleeper.fileno(),
+            "for_ready": rec.for_ready,
+            "kind": rec.sleeper.kind if rec.sleeper else None,
+            "timer": rec.recheck is not None}
+    await asyncio.sleep(0.05)
+    before = switches()
+    await asyncio.sleep(1.0)
+    info["woke"] = switches() - before
+    pid = set_elsewhere(event)
+    t0 = time.monotonic()
+    info["got"] = await asyncio.wait_for(task, 10)
+    info["dt"] = time.monotonic() - t0
+    os.waitpid(pid, 0)
+    return info
+
+
+async def trio_main(event):
+    import trio
+    info = {}
+
+    async def waiter():
+        info["got"] = await event.wait_async(30)
+        info["dt"] = time.monotonic() - t0[0]
+
+    t0 = [0.0]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(waiter)
+        await trio.sleep(0.3)
+        before = switches()
+        await trio.sleep(1.0)
+        info["woke"] = switches() - before
+        t0[0] = time.monotonic()
+        pid = set_elsewhere(event)
+    os.waitpid(pid, 0)
+    return info
+
+
+event = efd.Event(backend=BACKEND)
+if LIB == "asyncio":
+    res = asyncio.run(asyncio_main(event))
+else:
+    import trio
+    res = trio.run(trio_main, event)
+event.close()
+print(json.dumps(res))
+"""
+
+
+def _sleeps_on_futex_or_skip(backend):
+    from conftest import backend_unavailable, sleeps_on_futex
+    why = backend_unavailable(backend)
+    if why:
+        pytest.skip(why)
+    if not sleeps_on_futex(backend):
+        pytest.skip("%s: waiters do not sleep on futex words here" % backend)
+
+
+@pytest.mark.parametrize("lib", ["asyncio", "trio"])
+@pytest.mark.parametrize("backend", ["futex", "pipe"])
+def test_an_idle_event_wait_async_makes_no_wake_ups(run_py, mode, backend,
+                                                    lib):
+    """A task waits in Event.wait_async() and nothing happens for a
+    second: with a helper, which sleeps as a blocked Event.wait() does,
+    neither the loop's thread nor the helper wakes, and the loop watches
+    the helper's door, not fileno(); through a ring, watchers wait on
+    fileno() and look every 100 ms.  A set() by another process then
+    reaches the task."""
+    _sleeps_on_futex_or_skip(backend)
+    if lib == "trio":
+        pytest.importorskip("trio")
+    out = run_py(SWITCHES + _IDLE_WATCHER.replace("@BACKEND@", backend)
+                 .replace("@LIB@", lib), timeout=60)
+    res = json.loads(out.stdout.split("\n")[-2])
+    assert res["got"] is True and res["dt"] < 5, res
+    if mode == "helper":
+        # The one sleep of the loop's own sleep() ends it.
+        assert res["woke"] <= 2, res
+        if lib == "asyncio":
+            assert res["on_sleeper"] and res["for_ready"], res
+            assert res["kind"] == "helper" and not res["timer"], res
+    else:
+        assert res["woke"] >= 5, res
+
+
+_KILLED_SETTER = r"""
+import asyncio, json, os, select, signal, sys, time
+sys.path.insert(0, %(tests)r)
+import _seccomp
+import efd
+from efd import _aio
+
+# No look of the loop's own can be what finds the set event: only the
+# kernel's ring of the death bell (through the helper's sleep) can.
+_aio.RECHECK = 3600.0
+WAITERS = 3
+event = efd.Event(backend=%(backend)r)
+rep_r, rep_w = os.pipe()
+
+
+def loop_child():
+    async def main():
+        task = asyncio.ensure_future(event.wait_async(10))
+        loop = asyncio.get_running_loop()
+        for _ in range(5000):
+            await asyncio.sleep(0.001)
+            rec = _aio._registry.get((event._ev, loop))
+            if (rec is not None and rec.ring and rec.sleeper.asleep):
+                break
+        else:
+            raise SystemExit("the helper never went to sleep")
+        os.write(rep_w, b"L")
+        t0 = time.monotonic()
+        got = await task
+        os.write(rep_w, b"%%d %%.3f\n" %% (got, time.monotonic() - t0))
+    try:
+        asyncio.run(main())
+    finally:
+        os._exit(0)
+
+
+def read_some(n, limit):
+    buf, end = b"", time.monotonic() + limit
+    while len(buf) < n and time.monotonic() < end:
+        if select.select([rep_r], [], [], 0.05)[0]:
+            buf += os.read(rep_r, 4096)
+    return buf
+
+
+pids = []
+for _ in range(WAITERS):
+    pid = os.fork()
+    if pid == 0:
+        loop_child()
+    pids.append(pid)
+ready = read_some(WAITERS, 30)
+if ready != b"L" * WAITERS:
+    raise SystemExit("the loops did not all sleep: %%r" %% ready)
+time.sleep(0.2)
+setter = os.fork()
+if setter == 0:
+    _seccomp.install_filter("kill-at-shared-futex-wake")
+    event.set()                     # killed at its FUTEX_WAKE
+    os._exit(0)
+_, status = os.waitpid(setter, 0)
+lines = []
+end = time.monotonic() + 15
+buf = b""
+while len(lines) < WAITERS and time.monotonic() < end:
+    buf += read_some(1, 0.5)
+    *lines, rest = buf.split(b"\n") if buf else [b""]
+for pid in pids:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    os.waitpid(pid, 0)
+print(json.dumps({"killed": os.WIFSIGNALED(status)
+                  and os.WTERMSIG(status) == signal.SIGSYS,
+                  "set": event.is_set(),
+                  "results": [l.decode() for l in lines]}))
+"""
+
+
+@pytest.mark.parametrize("backend", ["futex", "pipe"])
+def test_a_setter_killed_before_its_wake_up_reaches_every_loop(
+        run_py, backend):
+    """Three processes' loops wait in Event.wait_async() through their
+    helpers; a setter is killed (seccomp) at its FUTEX_WAKE, after it set
+    the count and before it woke anyone.  With the loops' own re-check
+    pushed out of reach, every loop still returns True at once: a helper
+    sleeps with the death bell, whose ring wakes them all."""
+    _sleeps_on_futex_or_skip(backend)
+    if not AVAILABLE["helper"]:
+        pytest.skip("no death bell here: loops sleep through a ring")
+    _needs_seccomp()
+    import os
+    tests = os.path.dirname(os.path.abspath(__file__))
+    out = run_py(_KILLED_SETTER % {"tests": tests, "backend": backend},
+                 timeout=60, env={"EFD_LOOP_SLEEP": ""})
+    res = json.loads(out.stdout.split("\n")[-2])
+    assert res["killed"] and res["set"], res
+    assert len(res["results"]) == 3, res
+    for line in res["results"]:
+        got, dt = line.split()
+        assert got == "1" and float(dt) < 5, res
+
+
+_MIXED = r"""
+import asyncio, json, os, time
+import efd
+from efd import _aio
+
+ev = efd.EventFD(0, semaphore=True, backend=%(backend)r)
+
+
+async def until(pred):
+    for _ in range(5000):
+        if pred():
+            return True
+        await asyncio.sleep(0.001)
+    return False
+
+
+def release_elsewhere(n):
+    pid = os.fork()
+    if pid == 0:
+        ev.release(n)
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+
+async def main():
+    loop = asyncio.get_running_loop()
+    rec = lambda: _aio._registry.get((ev, loop))
+    consumer = asyncio.ensure_future(ev.acquire_async(timeout=20))
+    assert await until(lambda: rec() and rec().ring
+                       and rec().sleeper.asleep)
+    info = {"first": rec().for_ready}
+    watcher = asyncio.ensure_future(_aio.wait(ev, 20, False))
+    assert await until(lambda: rec().for_ready)
+    info["with_watcher"] = rec().for_ready
+    release_elsewhere(1)
+    info["watcher"] = await asyncio.wait_for(watcher, 10)
+    info["consumer"] = await asyncio.wait_for(consumer, 10)
+    # A consumer alone again: the helper sleeps for units once more.
+    consumer = asyncio.ensure_future(ev.acquire_async(timeout=20))
+    assert await until(lambda: rec() and rec().sleeper.asleep)
+    info["after"] = rec().for_ready
+    # A watcher that times out leaves the consumer sleeping for units.
+    watcher = asyncio.ensure_future(_aio.wait(ev, 0.05, False))
+    info["timed_out"] = await watcher
+    info["after_timeout"] = rec().for_ready
+    release_elsewhere(1)
+    info["consumer2"] = await asyncio.wait_for(consumer, 10)
+    info["left"] = ev._peek()
+    return info
+
+print(json.dumps(asyncio.run(main())))
+ev.close()
+"""
+
+
+@pytest.mark.parametrize("backend", ["futex", "pipe"])
+def test_a_loops_watchers_and_consumers_share_the_helper(run_py, backend):
+    """A consumer waits, and a watcher joins it in the same loop: the
+    helper sleeps for readiness while the watcher waits, a release by
+    another process serves both, and the helper sleeps for units again
+    once only consumers wait -- after a watcher was served, and after one
+    timed out."""
+    _sleeps_on_futex_or_skip(backend)
+    if not AVAILABLE["helper"]:
+        pytest.skip("no death bell here: loops sleep through a ring")
+    out = run_py(_MIXED % {"backend": backend}, timeout=60,
+                 env={"EFD_LOOP_SLEEP": ""})
+    res = json.loads(out.stdout.split("\n")[-2])
+    assert res == {"first": False, "with_watcher": True, "watcher": True,
+                   "consumer": 1, "after": False, "timed_out": None,
+                   "after_timeout": False, "consumer2": 1, "left": 0}, res
 
 
 _BUSY_LOOP_CHOSEN = r"""

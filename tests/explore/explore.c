@@ -1005,6 +1005,18 @@ act_helper_rests(ex_actor *a)
     return EAGAIN;
 }
 
+/* One sleep of a loop's helper (efd_fx_helper_main()): a ticket of
+ * `kind`'s, and block() with it if the count is 0.  Its error, or 0. */
+static int
+helper_sleep(ex_actor *a, int kind, int *timeouts)
+{
+    efd_impl *impl = &R.impl;
+    uint32_t t = EX_TICKET(impl, kind);
+    if (atomic_load(&impl->cnt->count) != 0)
+        return 0;
+    return act_block(a, kind, t, timeouts);
+}
+
 int
 act_helper_acquire(ex_actor *a)
 {
@@ -1013,10 +1025,7 @@ act_helper_acquire(ex_actor *a)
     a->untimed = 1;                 /* the helper sleeps with no limit */
     note(a, "> acquire_async (a loop's helper)", NOVAL);
     for (;;) {
-        uint32_t t = EX_TICKET(impl, EFD_BLOCK_READ);
-        int err = 0;
-        if (atomic_load(&impl->cnt->count) == 0)
-            err = act_block(a, EFD_BLOCK_READ, t, &timeouts);
+        int err = helper_sleep(a, EFD_BLOCK_READ, &timeouts);
         if (err && err != ETIMEDOUT)
             break;
         if (atomic_load(&impl->cnt->count) == 0) {
@@ -1044,6 +1053,33 @@ act_helper_acquire(ex_actor *a)
     }
     note(a, "< acquire_async: took a unit", NOVAL);
     return 0;
+}
+
+int
+act_helper_watch(ex_actor *a)
+{
+    efd_impl *impl = &R.impl;
+    int timeouts = 0;
+    a->untimed = 1;                 /* the helper sleeps with no limit */
+    note(a, "> Event.wait_async (a loop's helper, for readiness)", NOVAL);
+    for (;;) {
+        int err = helper_sleep(a, EFD_BLOCK_READY, &timeouts);
+        act_unblock(a);             /* a watcher owes nobody */
+        if (err && err != ETIMEDOUT)
+            break;
+        if (atomic_load(&impl->cnt->count) > 0) {
+            note(a, "helper: called the loop; it sees the count", NOVAL);
+            a->untimed = 0;
+            note(a, "< Event.wait_async: ready", NOVAL);
+            return 0;
+        }
+        if (timeouts >= EX_MAX_TIMEOUTS)
+            break;
+    }
+    a->untimed = 0;
+    a->gave_up++;
+    note(a, "< Event.wait_async: gave up", NOVAL);
+    return EAGAIN;
 }
 
 /* The loop waits in epoll_wait for its ring, with its 100 ms re-check

@@ -84,5 +84,11 @@ int act_helper_acquire(ex_actor *a);
 /* A loop's helper whose loop rests after its sleep (the task cancelled):
  * pass a wake-up on, then unblock (helper_leave()). */
 int act_helper_rests(ex_actor *a);
+/* Event.wait_async() on a futex object through a loop's helper that
+ * sleeps for readiness (efd_fx_helper_main() with `ready`): loop {
+ * ticket(READY); count 0? block(READY, ticket, no limit: the bell);
+ * unblock at once (a watcher owes nobody); count above 0? the loop is
+ * called and sees it: done }.  Gives up after EX_MAX_TIMEOUTS re-checks. */
+int act_helper_watch(ex_actor *a);
 
 #endif /* EFD_EXPLORE_TEST_H */

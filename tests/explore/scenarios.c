@@ -161,6 +161,12 @@ helper_rests(ex_actor *a)
     (void)act_helper_rests(a);
 }
 
+static void
+helper_watch(ex_actor *a)
+{
+    (void)act_helper_watch(a);
+}
+
 /* ---- the table --------------------------------------------------------- */
 
 const ex_scenario ex_scenarios[] = {
@@ -299,6 +305,20 @@ const ex_scenario ex_scenarios[] = {
       "unit",
       &efd_backend_futex, 0, 0, 3, { helper_acquire, helper_acquire,
                                      give_two }, 0 },
+    { "helper-watchers-vs-set",
+      "loops: futex, count 0; A and B loops' helpers sleeping for "
+      "readiness (Event.wait_async), C release(1): both see it; a C "
+      "killed between its add and its wake-up rings the bell, whose "
+      "sleeper wakes the other",
+      &efd_backend_futex, 0, 0, 3, { helper_watch, helper_watch, give_one },
+      0 },
+    { "helper-watcher-and-untimed-thread",
+      "loops: futex, count 0; A a loop's helper sleeping for readiness, B "
+      "an acquire with no deadline, C release(1): B takes the unit, A is "
+      "woken with it (and may find it gone); a death anywhere strands "
+      "neither",
+      &efd_backend_futex, 0, 0, 3, { helper_watch, acquire_untimed,
+                                     give_one }, 0 },
     { "pipe-counter-take-vs-give",
       "counter mode: pipe, count 1; A try_read, B try_write(1), C try_write(1)",
       &efd_backend_pipe, 1, 0, 3, { take_one, give_one, give_one }, 1 },
