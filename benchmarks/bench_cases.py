@@ -1587,12 +1587,16 @@ else:
         os.read(held_r, 1)
     elif kind.startswith("efd.Semaphore"):
         sem = efd.Semaphore(0, backend=backend)
+    elif kind.startswith("efd.Event"):
+        sem = efd.Event(backend=backend)    # never set
     else:
         sem = efd.EventFD(0, semaphore=True, backend=backend)
     if kind.endswith("async"):
+        waiting = (sem.wait_async if kind.startswith("efd.Event")
+                   else sem.acquire_async)
         async def main():
             try:
-                await asyncio.wait_for(sem.acquire_async(), seconds * 3)
+                await asyncio.wait_for(waiting(), seconds * 3)
             except asyncio.TimeoutError:
                 pass
         wait = lambda: asyncio.run(main())
@@ -1669,7 +1673,13 @@ def idle_case(cfg):
              "efd.Semaphore() acquire_async() (futex, EFD_LOOP_SLEEP=ring)",
              ring),
             ("EventFD async", "eventfd", "efd EventFD [eventfd] acquire_async()",
-             None)):
+             None),
+            ("EventFD async", "pipe", "efd EventFD [pipe] acquire_async()",
+             None),
+            ("efd.Event async", None, "efd.Event() wait_async() (futex)",
+             None),
+            ("efd.Event async", "pipe", "efd.Event(backend='pipe') "
+             "wait_async()", None)):
         impls.append(Impl(label, _idle(kind, backend, seconds, env), fixed_n=1,
                           available=_efd_available(backend or "futex")))
     impls += [
@@ -1687,7 +1697,8 @@ def idle_case(cfg):
                     "process per second while nothing changes (a timed "
                     "acquire with a deadline far beyond the window).  The "
                     "goal is 0.  On the futex backend with its death bell "
-                    "(python -m efd) blocked waiters, and event loops through "
+                    "(python -m efd) blocked waiters, and event loops "
+                    "(acquire_async(), Event.wait_async()) through "
                     "their helper thread, sleep until the kernel or a "
                     "release wakes them; elsewhere, and for loops sleeping "
                     "through a ring (EFD_LOOP_SLEEP=ring), they look at the "
