@@ -886,7 +886,12 @@ class _TrioWaiters:
         import trio
         self.ev = ev
         self.token = token
-        self.fd = ev.fileno()          # ValueError if closed
+        if ev.closed:
+            raise ValueError(_CLOSED_MESSAGE)
+        # The object's fileno(), asked for when a task first waits on it:
+        # a futex object's fileno() makes every release keep it in step,
+        # and a run whose helper sleeps for it never needs it.
+        self.fd = -1
         self.key = (ev, token)
         self.lock = trio.Lock()
         self.consumers = 0
@@ -915,6 +920,8 @@ class _TrioWaiters:
         import trio
         if self.failed:
             raise ValueError(_CLOSED_MESSAGE)
+        if self.fd < 0:
+            self.fd = self.ev.fileno()      # ValueError if closed
         try:
             if self.ev.backend not in _COUNT_IN_MEMORY:
                 await trio.lowlevel.wait_readable(self.fd)
@@ -1102,7 +1109,8 @@ class _TrioWaiters:
         import trio
         self.failed = True
         _unpublish(self)
-        trio.lowlevel.notify_closing(self.fd)
+        if self.fd >= 0:
+            trio.lowlevel.notify_closing(self.fd)
         if self.sleeper:
             try:
                 trio.lowlevel.notify_closing(self.sleeper.fileno())
