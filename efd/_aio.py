@@ -1012,6 +1012,12 @@ class _TrioWaiters:
         sleeper = self.sleeper
         try:
             while True:
+                # A task that took the queue's lock after close() failed
+                # the record (fail() ended only the task asleep then, and
+                # the helper's door goes with the object: trio would wait
+                # on it for ever).
+                if self.failed:
+                    raise ValueError(_CLOSED_MESSAGE)
                 try:
                     ready = sleeper.sleep(True)
                 except OSError:

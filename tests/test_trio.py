@@ -429,25 +429,41 @@ def test_close_in_the_run_wakes_waiters(new_sem):
     assert all("closed" in str(e) for e in errors)
 
 
-def test_close_from_another_thread(new_sem):
-    ev = new_sem(0)
+def trio_users(ev):
+    record = _aio._registry.get((ev, trio.lowlevel.current_trio_token()))
+    return 0 if record is None else record.users
+
+
+@pytest.mark.parametrize("kind", ["acquire_async", "Event.wait_async"])
+def test_close_from_another_thread(new_sem, backend, kind):
+    """close() from another thread ends every task's wait with ValueError:
+    the one at the head of the run's queue and those queued behind it,
+    which take the queue's lock after the record failed (a watcher that
+    then went to sleep through the loop's helper hung for good)."""
+    if kind == "acquire_async":
+        ev = new_sem(0)
+        wait, inner = ev.acquire_async, ev
+    else:
+        ev = efd.Event(backend=backend)
+        wait, inner = ev.wait_async, ev._ev
     errors = []
     registered = threading.Event()
 
     async def main():
         async def consume():
             try:
-                await ev.acquire_async()
+                await wait()
             except ValueError as exc:
                 errors.append(exc)
 
         async with trio.open_nursery() as nursery:
             for _ in range(3):
                 nursery.start_soon(consume)
-            await until(lambda: trio_queued(ev) == 3)
+            await until(lambda: trio_users(inner) == 3)
+            await trio.sleep(0.05)      # the head task asleep
             registered.set()
 
-    thread = threading.Thread(target=run, args=(main,))
+    thread = threading.Thread(target=run, args=(main,), daemon=True)
     thread.start()
     assert registered.wait(PROMPT)
     ev.close()
