@@ -727,8 +727,11 @@ class _Waiters:
         futures = list(self.consumers) + self.watchers
         self.consumers.clear()
         self.watchers = []
-        if not self.loop.is_closed():
-            self.unwatch()
+        # A closed loop too: nothing of it is left registered (unwatch()
+        # bears that), but its sleeper must rest -- a helper left wanting
+        # would sleep on the word for nobody, taking a release's wake-up
+        # only to pass it on 100 ms later, and stay until close().
+        self.unwatch()
         _unpublish(self)
         if self.loop.is_closed():
             return      # its tasks can never run: nothing to tell them
@@ -1186,6 +1189,16 @@ def arrive(ev: "EventFD", hint: Any = None) -> Tuple["_Family", Any]:
     return fam, record
 
 
+def _drop_closed_loops(ev: "EventFD") -> None:
+    # Records of loops closed while their tasks waited (a loop closed with
+    # tasks pending, without asyncio.run's cancelling): those tasks can
+    # never run, and the registry keeps them alive.  A new loop's first
+    # wait drops them, letting their sleepers rest (see _Waiters.fail).
+    for record in _records_of(ev):
+        if type(record) is _Waiters and record.loop.is_closed():
+            record.fail(ValueError(_CLOSED_MESSAGE))
+
+
 def record_for(ev: "EventFD") -> Any:
     """The running task's record for ``ev``, made and published if new.
 
@@ -1204,6 +1217,7 @@ def record_for(ev: "EventFD") -> Any:
         loop = asyncio.get_running_loop()
         record = _registry.get((ev, loop))
         if record is None:
+            _drop_closed_loops(ev)
             record = _Waiters(ev, loop)
             _publish(record)
         return record

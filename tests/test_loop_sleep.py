@@ -907,6 +907,56 @@ def test_a_fork_stops_the_idle_helpers_first(run_py):
     assert got["again"] == 1, got       # a new one for the next wait
 
 
+@pytest.mark.parametrize("kind", ["Semaphore", "Event"])
+def test_loops_closed_with_tasks_waiting_leave_no_helpers(run_py, kind):
+    """Ten loops, one after another, each closed while a task of it waits
+    (loop.close() with the task pending, as without asyncio.run): such a
+    task can never run, and the next loop's first wait drops its record,
+    so that its helper rests and, once nobody refers to the task, goes --
+    left wanting, each stayed as a thread of its own (ten threads), kept
+    alive by the registry, and took a release's wake-up for nobody.  The
+    units released afterwards are all there."""
+    if not AVAILABLE["helper"]:
+        pytest.skip("no helper sleep here (python -m efd)")
+    out = run_py(ALONE + textwrap.dedent(r"""
+        import asyncio, gc, warnings
+        warnings.simplefilter("ignore")     # "Task was destroyed ..."
+        KIND = %r
+        obj = efd.Semaphore(0) if KIND == "Semaphore" else efd.Event()
+        wait = obj.acquire_async if KIND == "Semaphore" else obj.wait_async
+        for _ in range(10):
+            loop = asyncio.new_event_loop()
+            task = loop.create_task(wait())
+            loop.run_until_complete(asyncio.sleep(0.05))
+            loop.close()
+            del task, loop      # nothing of ours keeps them
+            gc.collect()
+        most = threads() - base
+
+        async def last():
+            asyncio.get_running_loop().call_later(
+                0.05, obj.release if KIND == "Semaphore" else obj.set)
+            return await asyncio.wait_for(wait(), 10)
+
+        got = asyncio.run(last())
+        after = threads() - base
+        if KIND == "Semaphore":
+            obj.release(3)
+            left = obj.value
+        else:
+            left = obj.is_set()
+        obj.close()
+        print(json.dumps({"most": most, "after": after, "got": got,
+                          "left": left}))
+    """ % kind), timeout=60)
+    got = json.loads(out.stdout.split("\n")[-2])
+    # The last closed loop's helper (its record dropped only when the next
+    # loop waits) and one resting, parked for the next wait.
+    assert got["most"] <= 2 and got["after"] <= 2, got
+    assert got["got"] in (1, True), got
+    assert got["left"] in (3, True), got
+
+
 def test_a_fork_stops_a_resting_sleepers_helper_and_it_comes_back(run_py):
     """A loop's sleeper whose tasks stopped waiting keeps its helper,
     resting (a record left in garbage by a task cancelled as asyncio.run()
