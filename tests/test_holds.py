@@ -1201,6 +1201,11 @@ def test_a_fork_stops_the_holders_watcher_first(run_py):
 
         import faulthandler
         faulthandler.cancel_dump_traceback_later()
+        # The watchdog's thread leaves in its own time (on a loaded machine
+        # after base was counted: kept 0, after -1).
+        deadline = time.monotonic() + 5
+        while threads() > 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
         sem = efd.Semaphore(1, backend="futex")
         r, w = os.pipe()
         base = threads()

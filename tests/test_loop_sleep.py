@@ -1549,7 +1549,7 @@ def test_a_subinterpreters_loop_sleeps_on_the_ring(run_py, mode):
     except ImportError:
         pytest.skip("no concurrent.interpreters (CPython 3.14+)")
     out = run_py(r"""
-import json, threading
+import json, os, select, threading
 import efd
 from concurrent import interpreters
 
@@ -1557,10 +1557,19 @@ sem = efd.Semaphore(0, backend="futex")
 interp = interpreters.create()
 queue = interpreters.create_queue()
 queue.put(sem)
-interp.prepare_main(queue=queue)
-threading.Timer(0.3, sem.release).start()
+# The release comes once the loop sleeps (the interpreter says so through
+# a pipe): a release on a timer could come first on a loaded machine, and
+# the task would take the unit without sleeping at all.
+sleeping_r, sleeping_w = os.pipe()
+interp.prepare_main(queue=queue, sleeping_w=sleeping_w)
+
+def release_once_asleep():
+    select.select([sleeping_r], [], [], 30)
+    sem.release()
+
+threading.Thread(target=release_once_asleep).start()
 interp.exec('''
-import asyncio, efd
+import asyncio, os, efd
 from efd import _aio
 s = queue.get()
 
@@ -1574,6 +1583,7 @@ async def main():
             ring = rec.ring
             break
         await asyncio.sleep(0.001)
+    os.write(sleeping_w, b"x")
     return ring, await task
 
 ring, got = asyncio.run(main())
