@@ -295,8 +295,12 @@ def test_gunicorn_workers_killed_while_holding_the_limit(tmp_path):
 
         # gunicorn starts new workers; the limit is whole again (a worker
         # that answers "/value" settled the dead holders' books first).
-        _wait_for(lambda: _get(port, "/value", 2.0) == "2", 30,
-                  "the dead workers' units to come back")
+        # The new workers boot as the first ones did, so as long is allowed
+        # (60 s: CI runs five lanes on two cores); and the server is named,
+        # so that a hang dumps its threads and a stalled machine gets a
+        # second wait, as at start.
+        _wait_for(lambda: _get(port, "/value", 2.0) == "2", 60,
+                  "the dead workers' units to come back", server, log)
         results.clear()
         threads = [threading.Thread(target=work) for _ in range(10)]
         for t in threads:
