@@ -729,8 +729,8 @@ class _Waiters:
         self.watchers = []
         # A closed loop too: nothing of it is left registered (unwatch()
         # bears that), but its sleeper must rest -- a helper left wanting
-        # would sleep on the word for nobody, taking a release's wake-up
-        # only to pass it on 100 ms later, and stay until close().
+        # would sleep on the word for nobody (a consumers' helper taking a
+        # release's wake-up only to pass it on 100 ms later) until close().
         self.unwatch()
         _unpublish(self)
         if self.loop.is_closed():
