@@ -10,9 +10,11 @@ process that is killed is a fork child or a subprocess of the test.
 
 import asyncio
 import json
+import mmap
 import os
 import random
 import signal
+import struct
 import subprocess
 import sys
 import textwrap
@@ -1036,24 +1038,34 @@ def test_a_waiter_does_not_look_while_another_process_holds(name):
     sem.close()
 
 
-def _churn_holders(sem, seconds):
-    """Fork a process that, for `seconds`, forks one short-lived holder
-    after another: each takes a unit of sem with undo=True, keeps it 30 ms
-    and exits holding it (its unit comes back when somebody settles).
-    Returns its pid."""
+def _churn_holders(sem, deaths):
+    """Fork a process that forks one short-lived holder after another,
+    until it is killed (at most for a minute): each takes a unit of sem
+    with undo=True, keeps it 30 ms and exits holding it (its unit comes
+    back when somebody settles).  `deaths` is a shared mmap of 8 bytes:
+    the count of holders that died holding, so far -- a test measures
+    over a number of deaths, not a span of time that a loaded machine
+    may spend in forks.  Returns its pid."""
+    import struct
     pid = os.fork()
     if pid == 0:
         try:
-            deadline = time.monotonic() + seconds
+            n = 0
+            deadline = time.monotonic() + 60.0
             while time.monotonic() < deadline:
                 holder = os.fork()
                 if holder == 0:
+                    code = 1
                     try:
                         if sem.acquire(timeout=1.0, undo=True):
                             time.sleep(0.03)
+                            code = 0
                     finally:
-                        os._exit(0)     # holding
-                os.waitpid(holder, 0)
+                        os._exit(code)  # holding, if 0
+                _, status = os.waitpid(holder, 0)
+                if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+                    n += 1
+                    deaths[:8] = struct.pack("=Q", n)
         finally:
             os._exit(0)
     return pid
@@ -1075,9 +1087,10 @@ def test_a_holders_death_wakes_only_the_sleepers_that_wait_on_it():
     holder, r = _child(_hold_in_block(y))
     _wait_ready(r)
     churn = waiter = None
+    deaths = mmap.mmap(-1, 8)
     res_r, res_w = os.pipe()
     try:
-        churn = _churn_holders(x, PROMPT * 2)
+        churn = _churn_holders(x, deaths)
         waiter = os.fork()
         if waiter == 0:
             try:
@@ -1085,10 +1098,13 @@ def test_a_holders_death_wakes_only_the_sleepers_that_wait_on_it():
                 started = threading.Event()
                 stop = threading.Event()
 
+                def died():
+                    return struct.unpack("=Q", deaths[:8])[0]
+
                 def on_y():
                     box["tid"] = threading.get_native_id()
                     started.set()
-                    box["y"] = y.acquire(timeout=PROMPT)
+                    box["y"] = y.acquire(timeout=PROMPT * 6)
 
                 def on_x():
                     while not stop.is_set():
@@ -1104,21 +1120,31 @@ def test_a_holders_death_wakes_only_the_sleepers_that_wait_on_it():
                 time.sleep(0.3)                 # asleep by now
                 ya, xa, sw = (sum(y._ev._wakeups()), sum(x._ev._wakeups()),
                               _switches(box["tid"]))
-                b0 = box["b"]
-                time.sleep(IDLE)
+                b0, d0, t0 = box["b"], died(), time.monotonic()
+                # At least IDLE seconds and 20 of x's holders' deaths
+                # (about 30 in IDLE on an idle machine), within PROMPT * 4.
+                while (time.monotonic() - t0 < IDLE or died() - d0 < 20) \
+                        and time.monotonic() - t0 < PROMPT * 4:
+                    time.sleep(0.05)
                 out = {"y_looks": sum(y._ev._wakeups()) - ya,
                        "x_looks": sum(x._ev._wakeups()) - xa,
                        "a_switches": _switches(box["tid"]) - sw,
-                       "b_took": box["b"] - b0}
+                       "b_took": box["b"] - b0,
+                       "deaths": died() - d0,
+                       "seconds": round(time.monotonic() - t0, 2)}
                 stop.set()
                 os.write(res_w, (json.dumps(out) + "\n").encode())
             finally:
                 os._exit(0)
-        res = json.loads(_read_line(res_r, PROMPT * 2))
+        res = json.loads(_read_line(res_r, PROMPT * 6))
     finally:
         _kill_all(waiter, churn, holder)
         os.close(res_r)
         os.close(res_w)
+        deaths.close()
+    # The churn made its deaths (a machine too loaded to fork 20 holders
+    # in PROMPT * 4 seconds says so here, not as a lost wake-up) ...
+    assert res["deaths"] >= 20, res
     # B was told of the holders' deaths (their units came back to it) ...
     assert res["b_took"] >= 5 and res["x_looks"] >= 5, res
     # ... and A, on y, slept through them all.
