@@ -36,6 +36,11 @@ try:
 except ImportError:
     uvloop = None
 
+try:
+    import trio
+except ImportError:                 # efd[test] has it
+    trio = None
+
 SEM = efd.EFD_SEMAPHORE
 NB = efd.EFD_NONBLOCK
 BACKENDS = ("eventfd", "eventfd-readback", "pipe", "futex")
@@ -1069,8 +1074,15 @@ def mpmc_case(cfg):
 # ---- issue 13: hand one unit to one of N blocked waiters ---------------------
 
 HANDOFF_KINDS = ("thread", "process", "async")
+#: Loops of other libraries, for efd only: they reach the same sleepers
+#: (efd_loop.c) without asyncio's selector.
+HANDOFF_LOOP_KINDS = tuple(k for k, lib in (("async-uvloop", uvloop),
+                                            ("async-trio", trio))
+                           if lib is not None)
 HANDOFF_KIND_LABEL = {"thread": "threads", "process": "processes",
-                      "async": "processes in acquire_async()"}
+                      "async": "processes in acquire_async()",
+                      "async-uvloop": "processes in acquire_async() on uvloop",
+                      "async-trio": "processes in acquire_async() on trio"}
 HANDOFF_TIMEOUT = 30.0          # the measuring side's wait for one answer
 HANDOFF_READY_TIMEOUT = 120.0   # for N waiters to be up and asleep
 HANDOFF_SETTLE_TIMEOUT = 20.0   # for them to be asleep again after a sample
@@ -1123,6 +1135,14 @@ def _task_state(path):
     return data[data.rindex(b")") + 2:][:1].decode()
 
 
+def _tasks(pid):
+    """The thread ids of process `pid` (none once it is gone)."""
+    try:
+        return os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return []
+
+
 def _schedstat(path):
     """(ns on a CPU, times scheduled in) of a task, from its schedstat;
     (0, 0) if it is gone."""
@@ -1141,9 +1161,10 @@ class _WaiterPool:
     blocks again.  The pool only grows; ``stop()`` ends every waiter
     within a bounded time, killing the processes that do not leave."""
 
-    def __init__(self, kind, req, resp, max_n):
+    def __init__(self, kind, req, resp, max_n, env=None):
         self.kind = kind
         self.req, self.resp = req, resp
+        self.env = env or {}            # set in each waiter process
         # flags[0]: stop; flags[1 + i]: waiter i is in its loop.  Shared
         # with the forked waiters (an anonymous mmap is MAP_SHARED).
         self.flags = mmap.mmap(-1, 1 + max_n)
@@ -1155,7 +1176,7 @@ class _WaiterPool:
 
     def _loop(self, i):
         flags, answer = self.flags, self.resp.release
-        if self.kind == "async":
+        if self.kind.startswith("async"):
             acquire_async = self.req.acquire_async
 
             async def main():
@@ -1165,7 +1186,11 @@ class _WaiterPool:
                     if flags[0]:
                         return
                     answer()
-            loop = asyncio.new_event_loop()
+            if self.kind == "async-trio":
+                trio.run(main)
+                return
+            loop = (uvloop.new_event_loop() if self.kind == "async-uvloop"
+                    else asyncio.new_event_loop())
             try:
                 loop.run_until_complete(main())
             finally:
@@ -1189,6 +1214,7 @@ class _WaiterPool:
         code = 1
         try:
             _die_with_parent(self.parent)
+            os.environ.update(self.env)
             self._loop(i)
             code = 0
         except BaseException:
@@ -1251,12 +1277,15 @@ class _WaiterPool:
         processes, the waiters; how many times the waiters were scheduled
         in).  A waiter that wakes, finds nothing and sleeps again counts
         one run even where efd's own counters cannot see it (a poll()er
-        the kernel puts back to sleep): the herd shows here."""
+        the kernel puts back to sleep): the herd shows here.  A waiter
+        process counts all its threads: a loop's helper thread (efd_loop.c)
+        and its loop are two runs."""
         own = time.process_time()       # before reading N files, not after
         if self.kind == "thread":
             paths = ["/proc/self/task/%d/schedstat" % t for t in self.tids]
         else:
-            paths = ["/proc/%d/schedstat" % p for p in self.pids]
+            paths = ["/proc/%d/task/%s/schedstat" % (p, t)
+                     for p in self.pids for t in _tasks(p)]
         stats = [_schedstat(p) for p in paths]
         runs = sum(r for _, r in stats)
         if self.kind == "thread":       # the waiters' CPU is the process's
@@ -1303,9 +1332,11 @@ class HandoffAlt:
     the waiter kinds it can serve; ``timed(sem)`` is sem's acquire bounded
     by HANDOFF_TIMEOUT (returns False, or raises, when it runs out)."""
 
-    def __init__(self, name, new, kinds, available=None, timed=None):
+    def __init__(self, name, new, kinds, available=None, timed=None,
+                 env=None):
         self.name, self.new, self.kinds = name, new, kinds
         self.available = available
+        self.env = env                  # the waiters' environment, added
         self.timed = timed or (lambda s: functools.partial(
             s.acquire, timeout=HANDOFF_TIMEOUT))
 
@@ -1393,7 +1424,7 @@ class CurveCase(Case):
             objs.append(close)
             resp, close = alt.new()
             objs.append(close)
-            pool = _WaiterPool(kind, req, resp, max(self.ns))
+            pool = _WaiterPool(kind, req, resp, max(self.ns), alt.env)
             release, wait, counters = req.release, alt.timed(resp), pool.counters
             # efd's count of its own wake-ups in this process (issue 13's
             # private EventFD._wakeups()): with thread waiters, how many
@@ -1461,10 +1492,18 @@ class CurveCase(Case):
 
 def handoff_curve_case(cfg):
     _load_libc()
-    alts = [HandoffAlt("efd EventFD [%s]" % b, _new_efd(b), HANDOFF_KINDS,
+    efd_kinds = HANDOFF_KINDS + HANDOFF_LOOP_KINDS
+    alts = [HandoffAlt("efd EventFD [%s]" % b, _new_efd(b), efd_kinds,
                        available=_efd_available(b)) for b in BACKENDS]
     alts += [
-        HandoffAlt("efd.Semaphore (futex)", _new_dropin, HANDOFF_KINDS,
+        # The fallback, measured: loops on the kernel counter watch
+        # fileno() themselves (asyncio's epoll loops register it with
+        # EPOLLEXCLUSIVE; uvloop and trio plainly).
+        HandoffAlt("efd EventFD [eventfd], loops on fileno()",
+                   _new_efd("eventfd"), ("async",) + HANDOFF_LOOP_KINDS,
+                   available=_efd_available("eventfd"),
+                   env={"EFD_LOOP_SLEEP": "fileno"}),
+        HandoffAlt("efd.Semaphore (futex)", _new_dropin, efd_kinds,
                    available=_efd_available("futex")),
         HandoffAlt("threading.Semaphore", _new_threading, ("thread",)),
         HandoffAlt("multiprocessing.Semaphore", _new_mp, ("thread", "process")),
@@ -1474,7 +1513,8 @@ def handoff_curve_case(cfg):
     ]
     return CurveCase(
         "handoff-curve", "release() handing one unit to one of N blocked waiters",
-        "hand-off", alts, HANDOFF_KINDS, cfg.handoff_ns, cfg,
+        "hand-off", alts, HANDOFF_KINDS + HANDOFF_LOOP_KINDS, cfg.handoff_ns,
+        cfg,
         doc="A ping-pong: this process releases one unit of a semaphore on "
             "which N waiters are blocked and waits (acquire with a 30 s "
             "bound) until the waiter that got it has answered through a "

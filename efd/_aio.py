@@ -8,26 +8,33 @@ when only asyncio is installed):
 * **asyncio** (and uvloop, and anyio on its asyncio backend): the task
   queues a future on a :class:`_Waiters` record, one per ``(EventFD, loop)``
   pair, and that record keeps one reader callback on the loop for the
-  object's :meth:`~efd.EventFD.fileno` while anybody waits.  When the
-  descriptor polls readable the callback hands units to the queued futures
-  in FIFO order, one non-blocking read each, and stops at the first read
-  that finds nothing (another thread or process got there first: spurious
-  readiness is normal).  Where the object wakes waiters one at a time
+  object's readiness while anybody waits.  When it polls readable the
+  callback hands units to the queued futures in FIFO order, one
+  non-blocking read each, and stops at the first read that finds nothing
+  (another thread or process got there first: spurious readiness is
+  normal).  What the reader watches: where the object offers a loop
+  sleeper (``EventFD._loop_sleeper()``, efd_loop.c), that sleeper's
+  descriptor -- a helper thread of efd's (on ``futex``, asleep on the
+  futex word; on the kernel counter, asleep in an epoll instance of its
+  own where the counter is registered with ``EPOLLEXCLUSIVE``) or a ring
+  -- so that a release wakes one loop of all those waiting in every
+  process, whatever the loop.  Otherwise :meth:`~efd.EventFD.fileno`;
+  there, where the object wakes waiters one at a time
   (:attr:`efd.EventFD._wake_one`) and the loop waits with
   :class:`selectors.EpollSelector` (asyncio's default loop on Linux), the
-  reader is registered with ``EPOLLEXCLUSIVE`` in the loop's epoll set, so
-  that a release wakes one loop of all those waiting in every process,
-  not each of them (:func:`_register_exclusive`); a loop that took a unit
-  and still waits registers again, at the back of the kernel's line.  A
-  loop registered that way that stops watching while units are there
-  passes the wake-up on (:meth:`efd.EventFD._pass_on`), and looks at the
-  count every :data:`RECHECK` seconds while it watches, in case the loop
-  chosen for a wake-up belonged to a process that was killed before it
-  could read.
+  reader is registered with ``EPOLLEXCLUSIVE`` in the loop's epoll set
+  (:func:`_register_exclusive`: the fallback, ``EFD_LOOP_SLEEP=fileno``);
+  a loop that took a unit and still waits registers again, at the back of
+  the kernel's line.  A loop registered that way that stops watching
+  while units are there passes the wake-up on
+  (:meth:`efd.EventFD._pass_on`), and looks at the count every
+  :data:`RECHECK` seconds while it watches, in case the loop chosen for a
+  wake-up belonged to a process that was killed before it could read.
 * **trio** (and anyio on its trio backend): the tasks of one ``trio.run``
   waiting on one object queue on a fair :class:`trio.Lock`
   (:class:`_TrioWaiters`); the task at the head alone waits in
-  :func:`trio.lowlevel.wait_readable` and reads for itself.
+  :func:`trio.lowlevel.wait_readable` -- on the loop sleeper's descriptor
+  where there is one, as above -- and reads for itself.
 
 Fairness: within one loop (one ``trio.run``), waiters are served strictly in
 arrival order.  A task that finds a unit while earlier tasks of its loop are

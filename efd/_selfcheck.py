@@ -142,6 +142,14 @@ def main():
                                    if probe["loop_ring_errno"]
                                    else "no futex"))
     print("  event loops on %s (sleep on the word): %s" % (on_futex, loops))
+    print("  event loops on the kernel counter:        %s"
+          % ("through a helper thread asleep in an epoll instance of its "
+             "own (EPOLLEXCLUSIVE): a release wakes one loop, whatever the "
+             "loop library; a waiting loop's helper looks at the count "
+             "every 100 ms" if probe["kernel_loop_sleep"] == "helper" else
+             "on the readiness descriptor: asyncio's epoll loops register "
+             "it with EPOLLEXCLUSIVE where they can (else every loop wakes "
+             "for a release), and look at the count every 100 ms"))
     print("  'pipe' waiters sleep:                     %s"
           % ("on futex words, as 'futex' waiters do (the pipe is for "
              "readiness only)" if probe["pipe_sleeps"] == "futex" else

@@ -324,7 +324,13 @@ typedef struct efd_loopsleep {
  * take: then the helper passes it on).  While the loop's tasks wait for
  * readiness (Event.wait_async), it sleeps as a blocked Event.wait() does
  * instead, owing nobody.  The loop talks to it through `cmd`, a
- * process-private futex word it bumps on every change. */
+ * process-private futex word it bumps on every change.
+ *
+ * On the kernel counter (eventfd, eventfd-readback) a helper is `herd`:
+ * it sleeps in an epoll instance of its own, where the counter is
+ * registered with EPOLLEXCLUSIVE (efd_herd.c, "A loop's helper on the
+ * kernel counter"), for units only; `cmd` is then also written to the
+ * channel cmd_r/cmd_w, which that instance watches. */
 typedef struct efd_helper {
     efd_impl *impl;
     int door, door_w;           /* a channel (efd_chan_open): readable when
@@ -339,6 +345,9 @@ typedef struct efd_helper {
     _Atomic uint32_t asleep;    /* on its way into, or in, its sleep */
     _Atomic int failed;         /* why it cannot sleep here (an errno), 0 */
     uint32_t seen_calls;        /* the loop's: calls seen at its last woke() */
+    int herd;                   /* on the kernel counter (efd_herd.c) */
+    int ep, cmd_r, cmd_w;       /* herd: its epoll instance, its command
+                                 * channel; -1 otherwise */
     pthread_t tid;
     /* Parked (resting): on its interpreter's list, which a fork empties
      * first (efd_loop.c, "parked helpers"): its object (an
@@ -351,6 +360,17 @@ typedef struct efd_helper {
     uint64_t park_epoch;
 } efd_helper;
 void *efd_fx_helper_main(void *helper);
+/* Whether the loop still wants its helper to sleep for it. */
+static inline int
+efd_helper_wanted(efd_helper *h)
+{
+    return atomic_load(&h->want) && !atomic_load(&h->stop);
+}
+/* A herd helper's epoll instance and command channel (0, or an errno),
+ * its thread, and the closing of what the first made. */
+int efd_herd_helper_open(efd_helper *h, int allow_eventfd);
+void *efd_herd_helper_main(void *helper);
+void efd_herd_helper_close(efd_helper *h);
 
 /* 0 and *ready = 1: units are there, take them; 0 and *ready = 0: asleep
  * (the ring polls readable when it wakes); an errno: this loop cannot wait

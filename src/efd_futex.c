@@ -999,13 +999,6 @@ helper_wait(_Atomic uint32_t *word, uint32_t val, int ms)
     return 0;
 }
 
-/* Whether the loop still wants the helper to sleep for it. */
-static int
-helper_wanted(efd_helper *h)
-{
-    return atomic_load(&h->want) && !atomic_load(&h->stop);
-}
-
 /* The helper may have been chosen and the loop will not take: the
  * wake-up goes on, if units are there (as a reader that leaves) -- and
  * only then is the bell disarmed, so that a death between the two still
@@ -1032,7 +1025,7 @@ helper_call(efd_helper *h, int kind, uint32_t seen)
     int passed = kind != EFD_BLOCK_READ;
     efd_chan_put(h->door, h->door_w);
     EFD_POINT("helper: called");
-    while (helper_wanted(h)
+    while (efd_helper_wanted(h)
            && (int32_t)(atomic_load(&h->answered) - call) < 0) {
         if (helper_wait(&h->cmd, seen, passed ? -1 : EFD_RECHECK_MS)
                 == ETIMEDOUT && !passed) {
@@ -1086,7 +1079,7 @@ efd_fx_helper_main(void *arg)
         seen = atomic_load(&h->cmd);
         if (kind == EFD_BLOCK_READY)
             fx_unblock(impl);           /* a watcher owes nobody */
-        if (!helper_wanted(h)) {
+        if (!efd_helper_wanted(h)) {
             helper_leave(impl, kind);
             continue;
         }
@@ -1109,7 +1102,7 @@ efd_fx_helper_main(void *arg)
          * that does not come may cost the others.  The loop may still
          * answer and take. */
         seen = helper_call(h, kind, seen);
-        if (helper_wanted(h))
+        if (efd_helper_wanted(h))
             fx_unblock(impl);   /* answered: it took, or sleeps again */
         else
             helper_leave(impl, kind);

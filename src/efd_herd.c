@@ -77,6 +77,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 #if defined(__linux__)
@@ -278,7 +279,221 @@ efd_herd_nudge(efd_impl *impl)
         impl->ops->nudge(impl);
 }
 
+/* ---- A loop's helper on the kernel counter -----------------------------
+ *
+ * An event loop cannot sleep in a herd above: its thread sleeps in its
+ * own selector, and a loop that merely watches an epoll instance's
+ * descriptor is not asleep in that instance, so the kernel's exclusive
+ * wake-up passes it by and every loop polls readable.  Registering the
+ * counter with EPOLLEXCLUSIVE in the loop's own epoll set works only
+ * where efd can reach that set (asyncio's default selector, through its
+ * private attributes: efd/_aio.py); trio and uvloop keep every loop
+ * awake at every release.  So, as on the futex backend, the loop's sleep
+ * is a thread of efd's, the helper (efd_loop.c makes it and talks to
+ * it): it sleeps in an epoll instance of its own, where the counter is
+ * registered edge-triggered and with EPOLLEXCLUSIVE, and rings the loop's
+ * door when units may be there.  Whatever the loop library, a release
+ * wakes one helper of all those asleep in every process, and that
+ * helper's loop.
+ *
+ * Why the helper's own instance, not the process's herd.  The loop
+ * commands its helper (want, answered, stop) through a channel the
+ * helper's instance watches.  In the herd, that channel's event could go
+ * to any of the process's blocked threads asleep in the same instance --
+ * the kernel hands an instance's event to one of its sleepers -- and not
+ * to the helper.  Alone in its instance, the helper gets every command,
+ * and the kernel counts its instance as one more exclusive sleeper, as
+ * it counts the herd of each process.
+ *
+ * The steps, and why no unit is missed:
+ *   H1  while the loop wants nothing, the helper sleeps in poll() on its
+ *       command channel only.  Its instance then has nobody asleep in
+ *       it, and the kernel passes it by for an exclusive wake-up: an idle
+ *       helper takes no release's wake-up.  (The edge is queued in the
+ *       instance's ready list all the same, and seen at H3 later: one
+ *       look for nothing.)
+ *   H2  wanting: it drains the channel, then reads `want` and `stop` (a
+ *       command written after the drain leaves the channel readable, so
+ *       the sleep at H3 returns at once), and looks at the count.
+ *   H3  nothing there: it sleeps in epoll_wait() on its instance for at
+ *       most EFD_RECHECK_MS.  A release after H2's look either finds it
+ *       asleep (its instance is the one woken, or another one is) or
+ *       queues the edge in its instance's ready list, which this
+ *       epoll_wait() returns at once: a release between the look and the
+ *       sleep is not lost.
+ *   H4  units there (after H2 or H3): it calls the loop -- `calls` up,
+ *       the door rung -- and waits for the loop's answer on its channel.
+ *       The loop answers with its next sleep() (it looked, took what its
+ *       tasks wanted, and still waits) or rest() (nobody waits).  A loop
+ *       that does not answer within EFD_RECHECK_MS holds units from the
+ *       others: the helper passes the wake-up on then (a nudge, once), as
+ *       SPEC 5 bounds what a waiter that does not come may cost.
+ *   H5  answered and still wanted: the loop took, or someone else did;
+ *       the helper registers the counter again, at the back of the
+ *       kernel's line (efd_herd_rotate's fairness), and goes to H2.  Not
+ *       wanted any more: if units are there, it passes the wake-up on (a
+ *       nudge: the next exclusive sleeper wakes), since it may have been
+ *       the one chosen, and goes to H1.
+ * A nudge is a write of 0 (efd.h: nudge): an edge, the count unchanged.
+ *
+ * Deaths.  A release is one write(): count and wake-up in one system
+ * call, so a releaser's death owes nothing.  A helper chosen and then
+ * killed with its process before its loop took the unit owes a wake-up
+ * that no event announces; nor does its death tell anyone (the kernel
+ * counter has no page on which a death bell could ring).  So a wanting
+ * helper looks at the count every EFD_RECHECK_MS (H3's limit), as the
+ * herd's watch does for blocked threads, and a unit left so is found
+ * within that bound.  (On the futex backend the bell tells of such a
+ * death, and helpers sleep without a limit.)
+ *
+ * The helper never touches Python, takes no lock, and blocks every
+ * signal (efd_loop.c starts it so). */
+
+enum { HELPER_READY = 1, HELPER_CMD = 2 };
+
+int
+efd_herd_helper_open(efd_helper *h, int allow_eventfd)
+{
+    struct epoll_event ev;
+    int ep, err;
+    h->ep = h->cmd_r = h->cmd_w = -1;
+    if ((ep = epoll_create1(EPOLL_CLOEXEC)) < 0)
+        return errno;
+    if ((err = efd_chan_open(&h->cmd_r, &h->cmd_w, allow_eventfd, 1)) != 0) {
+        close(ep);
+        return err;
+    }
+    ev.events = EPOLLIN;
+    ev.data.u64 = HELPER_CMD;
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, h->cmd_r, &ev) < 0)
+        goto fail;
+    ev.events = EPOLLIN | EPOLLET | EPOLLEXCLUSIVE;
+    ev.data.u64 = HELPER_READY;
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, h->impl->fd, &ev) < 0)
+        goto fail;
+    h->ep = ep;
+    return 0;
+fail:
+    err = errno;
+    close(ep);
+    efd_chan_close(&h->cmd_r, &h->cmd_w);
+    return err;
+}
+
+void
+efd_herd_helper_close(efd_helper *h)
+{
+    efd_close_fd(&h->ep);
+    efd_chan_close(&h->cmd_r, &h->cmd_w);
+}
+
+/* Sleep on the command channel alone (ms < 0: no limit); then drain it.
+ * 0 if it was written, ETIMEDOUT. */
+static int
+helper_wait_cmd(efd_helper *h, int ms)
+{
+    struct pollfd p;
+    int n;
+    p.fd = h->cmd_r;
+    p.events = POLLIN;
+    p.revents = 0;
+    n = poll(&p, 1, ms);
+    efd_chan_drain(h->cmd_r);
+    return n == 0 ? ETIMEDOUT : 0;
+}
+
+/* H5, or a loop that does not answer: the wake-up goes on if units are
+ * there. */
+static void
+helper_pass_on(efd_impl *impl)
+{
+    if (efd_ready_now(impl) == 0)
+        efd_herd_nudge(impl);
+}
+
+/* H4: call the loop, and wait until it answered or stops wanting; after
+ * EFD_RECHECK_MS without an answer, the wake-up goes on (once). */
+static void
+helper_call(efd_helper *h)
+{
+    uint32_t call = atomic_fetch_add(&h->calls, 1) + 1;
+    int passed = 0;
+    efd_chan_put(h->door, h->door_w);
+    while (efd_helper_wanted(h)
+           && (int32_t)(atomic_load(&h->answered) - call) < 0) {
+        if (helper_wait_cmd(h, passed ? -1 : EFD_RECHECK_MS) == ETIMEDOUT
+                && !passed) {
+            helper_pass_on(h->impl);
+            passed = 1;
+        }
+    }
+}
+
+/* H5's fairness: to the back of the kernel's line (epoll looks at the
+ * counter at once as it is added: a release meanwhile is not missed). */
+static void
+helper_rotate(efd_helper *h)
+{
+    struct epoll_event ev;
+    ev.events = EPOLLIN | EPOLLET | EPOLLEXCLUSIVE;
+    ev.data.u64 = HELPER_READY;
+    if (epoll_ctl(h->ep, EPOLL_CTL_DEL, h->impl->fd, &ev) == 0)
+        (void)epoll_ctl(h->ep, EPOLL_CTL_ADD, h->impl->fd, &ev);
+}
+
+void *
+efd_herd_helper_main(void *arg)
+{
+    efd_helper *h = arg;
+    efd_impl *impl = h->impl;
+    while (!atomic_load(&h->stop)) {
+        struct epoll_event ev[2];
+        int n;
+        if (!atomic_load(&h->want)) {
+            (void)helper_wait_cmd(h, -1);                       /* H1 */
+            continue;
+        }
+        efd_chan_drain(h->cmd_r);                               /* H2 */
+        if (!efd_helper_wanted(h))
+            continue;
+        if (efd_ready_now(impl) != 0) {
+            atomic_store(&h->asleep, 1);
+            n = epoll_wait(h->ep, ev, 2, EFD_RECHECK_MS);       /* H3 */
+            atomic_store(&h->asleep, 0);
+            if (n < 0 && errno != EINTR) {
+                /* Cannot happen (the instance is ours): the loop must
+                 * wait the other way.  Ring so that it finds out. */
+                atomic_store(&h->failed, errno);
+                efd_chan_put(h->door, h->door_w);
+                break;
+            }
+            if (!efd_helper_wanted(h)) {
+                helper_pass_on(impl);   /* it may have been chosen */
+                continue;
+            }
+            if (efd_ready_now(impl) != 0)
+                continue;       /* a command, a stale edge, a re-check */
+        }
+        helper_call(h);                                         /* H4 */
+        if (efd_helper_wanted(h))                                   /* H5 */
+            helper_rotate(h);
+        else
+            helper_pass_on(impl);
+    }
+    return NULL;
+}
+
 #else  /* no epoll, or no EPOLLEXCLUSIVE in the headers: every waiter polls */
+
+int efd_herd_helper_open(efd_helper *h, int allow_eventfd)
+{
+    (void)allow_eventfd;
+    h->ep = h->cmd_r = h->cmd_w = -1;
+    return ENOSYS;
+}
+void *efd_herd_helper_main(void *arg) { (void)arg; return NULL; }
+void efd_herd_helper_close(efd_helper *h) { (void)h; }
+
 
 int efd_herd_probe(void) { return EFD_HERD_NONE; }
 int efd_herd_wake_one(eventfd_object *self) { (void)self; return 0; }

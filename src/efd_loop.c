@@ -40,6 +40,7 @@ struct efd_loopobj {
      * loop sleeps through the ring `ls` instead. */
     efd_helper *helper;
     int helped;                 /* made with a helper (kind) */
+    int herd;                   /* ... on the kernel counter (efd_herd.c) */
     eventfd_object *ev;         /* strong; NULL once closed */
     uint64_t epoch;             /* the process that made it */
     struct efd_loopobj *next, **pprev;   /* the object's list */
@@ -68,20 +69,56 @@ efd_loop_ring_wanted(void)
     return v != NULL && strcmp(v, "ring") == 0;
 }
 
+/* EFD_LOOP_SLEEP=fileno: loops on the kernel counter watch fileno()
+ * themselves, as before herd helpers (efd/_aio.py registers it with
+ * EPOLLEXCLUSIVE in asyncio's own epoll set where it can): the fallback,
+ * kept measured and tested. */
+int
+efd_loop_fileno_wanted(void)
+{
+    const char *v = getenv("EFD_LOOP_SLEEP");
+    return v != NULL && strcmp(v, "fileno") == 0;
+}
+
+/* Whether a loop on `ev` sleeps through a herd helper (efd_herd.c): the
+ * kernel counter, where a release wakes one exclusive sleeper. */
+int
+efd_loop_herd(eventfd_object *ev)
+{
+    return (ev->impl.ops == &efd_backend_eventfd
+            || ev->impl.ops == &efd_backend_readback)
+           && efd_herd_wake_one(ev) && !efd_loop_fileno_wanted();
+}
+
 /* The loop's doorbell to its helper: after every change of `want`,
  * `answered` or `stop`. */
 static void
 helper_ring(efd_helper *h)
 {
     atomic_fetch_add(&h->cmd, 1);
-    (void)syscall(SYS_futex, (uint32_t *)&h->cmd, FUTEX_WAKE_PRIVATE, 1,
-                  NULL, NULL, 0);
+    if (h->herd)
+        efd_chan_put(h->cmd_r, h->cmd_w);   /* its instance watches it */
+    else
+        (void)syscall(SYS_futex, (uint32_t *)&h->cmd, FUTEX_WAKE_PRIVATE, 1,
+                      NULL, NULL, 0);
 }
 
-/* A helper for a loop on `ev`, idle until the loop sleeps; NULL if none
+/* What a helper owns besides its thread: its door, and a herd helper's
+ * instance and command channel. */
+static void
+helper_free(efd_helper *h)
+{
+    efd_chan_close(&h->door, &h->door_w);
+    if (h->herd)
+        efd_herd_helper_close(h);
+    free(h);
+}
+
+/* A helper for a loop on `ev`, idle until the loop sleeps -- on the
+ * kernel counter a herd helper (efd_herd.c) if `herd` --; NULL if none
  * can be made (no descriptor, no thread: the ring, or the old way). */
 static efd_helper *
-helper_start(eventfd_object *ev)
+helper_start(eventfd_object *ev, int herd)
 {
     efd_helper *h = calloc(1, sizeof(*h));
     pthread_attr_t attr;
@@ -91,15 +128,21 @@ helper_start(eventfd_object *ev)
     if (h == NULL)
         return NULL;
     h->impl = &ev->impl;
+    h->herd = herd;
+    h->ep = h->cmd_r = h->cmd_w = -1;
     if (efd_chan_open(&h->door, &h->door_w, ev->impl.chan_eventfd, 1) != 0) {
+        free(h);
+        return NULL;
+    }
+    if (herd && efd_herd_helper_open(h, ev->impl.chan_eventfd) != 0) {
+        efd_chan_close(&h->door, &h->door_w);
         free(h);
         return NULL;
     }
     /* A small stack (it runs C only), and no signals: they are the
      * interpreter's to handle, in its own threads. */
     if (pthread_attr_init(&attr) != 0) {
-        efd_chan_close(&h->door, &h->door_w);
-        free(h);
+        helper_free(h);
         return NULL;
     }
     if (stack < (size_t)PTHREAD_STACK_MIN)
@@ -107,12 +150,12 @@ helper_start(eventfd_object *ev)
     (void)pthread_attr_setstacksize(&attr, stack);
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
-    err = pthread_create(&h->tid, &attr, efd_fx_helper_main, h);
+    err = pthread_create(&h->tid, &attr, herd ? efd_herd_helper_main
+                                              : efd_fx_helper_main, h);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
     if (err != 0) {
-        efd_chan_close(&h->door, &h->door_w);
-        free(h);
+        helper_free(h);
         return NULL;
     }
     return h;
@@ -148,8 +191,7 @@ helper_stop(eventfd_object *ev, efd_helper *h, int ours)
         Py_END_ALLOW_THREADS
         ev->helpers_stopping--;
     }
-    efd_chan_close(&h->door, &h->door_w);
-    free(h);
+    helper_free(h);
 }
 
 /* Nobody of the loop waits: every call is answered with "not taking",
@@ -346,7 +388,7 @@ take_helper(eventfd_object *ev, uint64_t epoch)
         }
         helper_stop(ev, h, 0);              /* the parent's */
     }
-    return helper_start(ev);
+    return helper_start(ev, efd_loop_herd(ev));
 }
 
 /* The object's rested ring, kept by the last sleeper, or a new one in *r:
@@ -372,12 +414,16 @@ efd_loop_sleeper_new(eventfd_object *ev)
 {
     efd_state *st = ev->state;
     loop_object *self;
-    /* A helper where this process rings the bell for the object; else a
-     * ring where the kernel has one; else nothing (the old way). */
-    int helper = ev->impl.bell && !efd_loop_ring_wanted();
-    if ((ev->impl.ops != &efd_backend_futex
-         && ev->impl.ops != &efd_backend_pipe_futex) || ev->impl.cnt == NULL
-            || (!helper && efd_loop_ring_probe(st) != 0))
+    /* On the kernel counter, a herd helper where a release wakes one
+     * exclusive sleeper.  On a futex page, a helper where this process
+     * rings the bell for the object; else a ring where the kernel has
+     * one.  Else nothing (the old way). */
+    int herd = efd_loop_herd(ev);
+    int helper = herd || (ev->impl.bell && !efd_loop_ring_wanted());
+    if (!herd && ((ev->impl.ops != &efd_backend_futex
+                   && ev->impl.ops != &efd_backend_pipe_futex)
+                  || ev->impl.cnt == NULL
+                  || (!helper && efd_loop_ring_probe(st) != 0)))
         Py_RETURN_NONE;
     self = PyObject_New(loop_object, st->LoopSleeper_type);
     if (self == NULL)
@@ -392,7 +438,8 @@ efd_loop_sleeper_new(eventfd_object *ev)
     if (helper)
         self->helper = take_helper(ev, self->epoch);
     self->helped = self->helper != NULL;
-    if (!self->helped && (efd_loop_ring_probe(st) != 0
+    self->herd = herd;
+    if (!self->helped && (herd || efd_loop_ring_probe(st) != 0
                           || take_ring(ev, &self->ls.ring, self->epoch) != 0)) {
         /* No thread, no ring (out of descriptors or memory, say): the old
          * way. */
@@ -470,6 +517,13 @@ helper_sleep(loop_object *self, int ready)
         errno = err;
         return PyErr_SetFromErrno(PyExc_OSError);
     }
+    if (ready && h->herd) {
+        /* Every watcher must see every release: they watch fileno(). */
+        PyErr_SetString(PyExc_ValueError,
+                        "efd: a loop's helper on the kernel counter waits "
+                        "for units only, not for readiness");
+        return NULL;
+    }
     if (atomic_load(&h->ready) != (uint32_t)ready) {
         atomic_store(&h->ready, (uint32_t)ready);
         changed = 1;
@@ -484,6 +538,8 @@ helper_sleep(loop_object *self, int ready)
     }
     if (changed)
         helper_ring(h);
+    if (h->herd)
+        return PyBool_FromLong(efd_ready_now(&self->ev->impl) == 0);
     return PyBool_FromLong(atomic_load(&self->ev->impl.cnt->count) > 0);
 }
 
@@ -583,7 +639,10 @@ loop_get_rechecks(loop_object *self, void *Py_UNUSED(c))
 static PyObject *
 loop_get_kind(loop_object *self, void *Py_UNUSED(c))
 {
-    return PyUnicode_FromString(self->helped ? "helper" : "ring");
+    /* "herd": a helper on the kernel counter, for units only (watchers
+     * wait on fileno(), as with a ring). */
+    return PyUnicode_FromString(!self->helped ? "ring"
+                                : self->herd ? "herd" : "helper");
 }
 
 static void

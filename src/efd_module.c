@@ -361,6 +361,12 @@ efd_fn_probe(PyObject *module, PyObject *Py_UNUSED(ignored))
             st->herd == EFD_HERD_EXCLUSIVE ? "epoll-exclusive"
             : st->herd == EFD_HERD_SHARED ? "epoll" : "poll")) < 0)
         goto fail;
+    /* How event loops sleep on the kernel counter (efd_herd.c): through a
+     * herd helper, or on fileno() themselves. */
+    if (dict_set(d, "kernel_loop_sleep", PyUnicode_FromString(
+            st->herd == EFD_HERD_EXCLUSIVE && !efd_loop_fileno_wanted()
+            ? "helper" : "fileno")) < 0)
+        goto fail;
     return d;
 fail:
     Py_DECREF(d);

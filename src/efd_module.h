@@ -384,6 +384,8 @@ int efd_loop_ring_probe(efd_state *st);
 /* Whether EFD_LOOP_SLEEP=ring asks loops to sleep through a ring even
  * where a helper could. */
 int efd_loop_ring_wanted(void);
+int efd_loop_fileno_wanted(void);
+int efd_loop_herd(eventfd_object *ev);
 efd_state *efd_state_from_type(PyTypeObject *type);
 
 #endif /* EFD_MODULE_H */

@@ -1,11 +1,18 @@
-"""Event loops in separate processes are woken one at a time (issue 13).
+"""Event loops in separate processes are woken one at a time (issues 13
+and 19).
 
-Where an object wakes its waiters one at a time (``EventFD._wake_one``),
-asyncio's epoll loop registers its reader with ``EPOLLEXCLUSIVE``: a
+A loop sleeps through its loop sleeper where the object offers one
+(efd_loop.c): on the futex backend a helper thread or a ring on the futex
+words, on the kernel counter a *herd* helper asleep in an epoll instance of
+its own where the counter is registered with ``EPOLLEXCLUSIVE``
+(efd_herd.c), whatever the loop's selector.  The fallback, kept and tested
+here under ``EFD_LOOP_SLEEP=fileno`` (the ``loop_way`` fixture): where an
+object wakes its waiters one at a time (``EventFD._wake_one``), asyncio's
+epoll loop registers its own reader with ``EPOLLEXCLUSIVE``.  Either way a
 release wakes one of the loops waiting in all the processes, not each of
 them.  A loop that was woken and leaves units there passes the wake-up on
-(``EventFD._pass_on``), and a loop killed while it was the one chosen costs
-the others at most the re-check interval.
+(``EventFD._pass_on``, or its helper), and a loop killed while it was the
+one chosen costs the others at most the re-check interval.
 
 Everything runs in child processes: a test runs an orchestrator interpreter
 (``run_py``, with a watchdog) that forks the waiting processes, each with
@@ -251,11 +258,25 @@ def finish(procs, limit=PROMPT):
 '''
 
 
-def orchestrate(run_py, backend, body, timeout=150):
-    """Run PRELUDE + body in a child interpreter on `backend`; the JSON
-    line it printed last."""
+KERNEL = ("eventfd", "eventfd-readback")
+
+
+@pytest.fixture(params=["sleeper", "fileno"])
+def loop_way(request, backend):
+    """How loops on the kernel counter wait: through their herd helper
+    (the default), or on fileno() themselves (EFD_LOOP_SLEEP=fileno, the
+    fallback).  The memory backends have one way here: "sleeper"."""
+    if request.param == "fileno" and backend not in KERNEL:
+        pytest.skip("EFD_LOOP_SLEEP=fileno changes the kernel counter only")
+    return request.param
+
+
+def orchestrate(run_py, backend, body, timeout=150, loop_way="sleeper"):
+    """Run PRELUDE + body in a child interpreter on `backend` (loops
+    waiting the `loop_way` way); the JSON line it printed last."""
     code = textwrap.dedent(PRELUDE) + textwrap.dedent(body)
-    out = run_py(code, backend=backend, timeout=timeout)
+    env = {"EFD_LOOP_SLEEP": "fileno"} if loop_way == "fileno" else None
+    out = run_py(code, backend=backend, timeout=timeout, env=env)
     lines = out.stdout.strip().splitlines()
     assert lines, "orchestrator printed nothing\n" + out.stderr
     return json.loads(lines[-1])
@@ -268,9 +289,9 @@ def efd_ring_works(run_py):
     return out.stdout.split()[-1] == "True"
 
 
-def wake_one_or_skip(run_py, backend):
+def wake_one_or_skip(run_py, backend, loop_way="sleeper"):
     """Skip unless this backend's objects wake waiters one at a time."""
-    info = orchestrate(run_py, backend, """
+    info = orchestrate(run_py, backend, loop_way=loop_way, body="""
         ev = efd.EventFD(0, semaphore=True)
         print(json.dumps({"wake_one": ev._wake_one,
                           "probe": efd._efd._probe()["wake_one"]}))
@@ -279,6 +300,13 @@ def wake_one_or_skip(run_py, backend):
         pytest.skip("%s backend: its objects do not wake waiters one at a "
                     "time (EventFD._wake_one is False; this machine: %r), "
                     "so every loop wakes, as before" % (backend, info["probe"]))
+
+
+def fileno_way_or_skip(run_py, backend):
+    """For the tests of asyncio's exclusive registration of fileno(): the
+    fallback's way, on a backend whose objects wake one at a time."""
+    wake_one_or_skip(run_py, backend, "fileno")
+    return "fileno"
 
 
 # ---- one wake-up per release -------------------------------------------
@@ -351,19 +379,22 @@ print(json.dumps({"N": N, "K": K,
 '''
 
 
-def test_release_wakes_one_loop(backend, run_py):
+def test_release_wakes_one_loop(backend, run_py, loop_way):
     """K releases of one unit each, with N loops (N processes) waiting.
-    On the futex backend every loop sleeps on the futex words through a
-    ring, whatever its selector: about one loop wakes per release.
-    Elsewhere, where the object wakes one waiter at a time, the epoll
-    loops register exclusively and about one loop wakes per release; the
-    control, a poll()-based loop (plain registrations), wakes them all.
+    On the futex backend every loop sleeps on the futex words through its
+    sleeper, and on the kernel counter through its herd helper, whatever
+    its selector: about one loop wakes per release.  The fallback
+    (EFD_LOOP_SLEEP=fileno on the kernel counter): where the object wakes
+    one waiter at a time, the epoll loops register exclusively and about
+    one loop wakes per release; the control, a poll()-based loop (plain
+    registrations), wakes them all.
     On every backend, no loop spins: a loop sees the descriptor readable
     about once per release at most (the memory backends' token can
     outlive the count for a moment, and a loop told "readable" for
     nothing backs off).
     """
-    res = orchestrate(run_py, backend, WAKE_COUNT)
+    res = orchestrate(run_py, backend, WAKE_COUNT,
+                      loop_way=loop_way)
     n, k = res["N"], res["K"]
     epoll, poll = res["epoll"], res["poll"]
     print("wake-ups per release over %d releases, %d loops: epoll "
@@ -377,7 +408,10 @@ def test_release_wakes_one_loop(backend, run_py):
         assert run["got"] == k and run["left"] == 0, run
         assert run["events"] <= 2 * n * k, "loops spin: %s" % run
     assert poll["exclusive"] == [0] * n, "a poll loop claimed exclusivity"
-    if sleeps_on_futex(backend) and efd_ring_works(run_py):
+    sleeper = ((sleeps_on_futex(backend) and efd_ring_works(run_py))
+               or (backend in KERNEL and loop_way == "sleeper"
+                   and epoll["wake_one"]))
+    if sleeper:
         for run in (epoll, poll):
             assert run["ring"] == [1] * n, "a loop did not sleep on a ring"
             assert run["exclusive"] == [0] * n, run
@@ -441,14 +475,15 @@ with Scene() as scene:
 '''
 
 
-def test_busy_loops_share_the_units(backend, run_py):
+def test_busy_loops_share_the_units(backend, run_py, loop_way):
     """Three processes whose loops always have tasks queued (so they never
     stop watching) share 300 units released one at a time: a loop that
     took a unit goes to the back of the kernel's line, as a process's
     threads do, instead of the first-registered loop winning them all.
     (Plain registrations wake every loop and leave it to a race.)"""
-    wake_one_or_skip(run_py, backend)
-    res = orchestrate(run_py, backend, FAIRNESS)
+    wake_one_or_skip(run_py, backend, loop_way)
+    res = orchestrate(run_py, backend, FAIRNESS,
+                      loop_way=loop_way)
     print("units per process:", res["got"])
     assert sum(res["got"]) == 300 and res["left"] == 0, res
     assert res["codes"] == [0, 0, 0], res
@@ -530,8 +565,9 @@ def test_exclusive_registration_falls_back(backend, run_py, case):
     """An epoll set that refuses EPOLLEXCLUSIVE (EINVAL), or refuses both
     the exclusive entry and the plain one put back, or a writer on the
     same descriptor: the wait keeps the plain registration and works."""
-    wake_one_or_skip(run_py, backend)
-    res = orchestrate(run_py, backend, FALLBACK.replace("@CASE@", case))
+    way = fileno_way_or_skip(run_py, backend)
+    res = orchestrate(run_py, backend, FALLBACK.replace("@CASE@", case),
+                      loop_way=way)
     assert res["ok"] is True, res
     assert res["exclusive"] is (case == "none"), res
     assert not res["left"], "the loop still watches the descriptor: %s" % res
@@ -577,8 +613,8 @@ def test_watcher_makes_the_registration_plain(backend, run_py):
     Event.wait_async does) joins a loop registered exclusively: the
     registration becomes the plain one (every loop must see a set()), and
     both the consumer and the watcher are served."""
-    wake_one_or_skip(run_py, backend)
-    res = orchestrate(run_py, backend, WATCHER)
+    way = fileno_way_or_skip(run_py, backend)
+    res = orchestrate(run_py, backend, WATCHER, loop_way=way)
     assert res == {"before": True, "after": False, "got": [True, True],
                    "in_set": False}, res
 
@@ -645,12 +681,13 @@ with Scene() as scene:
 
 
 @pytest.mark.parametrize("mode", ["timeout", "cancel"])
-def test_woken_loop_that_gives_up_passes_on(backend, run_py, mode):
+def test_woken_loop_that_gives_up_passes_on(backend, run_py, loop_way, mode):
     """release(N) in one write, with N + 1 loops waiting (one per process)
     and the re-check out of reach: the first loop's waiter times out (or is
     cancelled) just as its reader fires, and every loop that leaves units
     behind passes the wake-up on, so all N others are served."""
-    res = orchestrate(run_py, backend, PASS_ON.replace("@MODE@", mode))
+    res = orchestrate(run_py, backend, PASS_ON.replace("@MODE@", mode),
+                      loop_way=loop_way)
     print("flaky loop:", res["flaky"])
     assert res["got"] == list(range(6)), res
     assert res["codes"] == [0] * 6, res
@@ -749,14 +786,16 @@ with Scene() as scene:
 '''
 
 
-def test_conservation_with_timeouts_cancels_and_kills(backend, run_py):
+def test_conservation_with_timeouts_cancels_and_kills(backend, run_py,
+                                                      loop_way):
     """Loops in six processes take 150 units released in small batches
     while their waiters time out and are cancelled at random, two of them
     are SIGKILLed right after taking a unit, and three more processes die
     the instant their loop is woken for the descriptor (before reading):
     every unit ends up taken or still counted -- short only by what the
     killed processes held -- and none is left waiting while loops wait."""
-    res = orchestrate(run_py, backend, CHAOS)
+    res = orchestrate(run_py, backend, CHAOS,
+                      loop_way=loop_way)
     print(res)
     assert res["left"] == 0, "units left unclaimed while loops waited: %s" \
         % res
@@ -802,13 +841,14 @@ with Scene() as scene:
 '''
 
 
-def test_loop_killed_while_chosen(backend, run_py):
+def test_loop_killed_while_chosen(backend, run_py, loop_way):
     """Two processes die the instant their loop is woken for the
     descriptor, before reading (where wake-ups are exclusive, they are
     first in line, so each is the loop a release chose); three other loops
     that only wait -- no timeouts, nothing that would make them look again
     -- still get every unit, through the re-check."""
-    res = orchestrate(run_py, backend, KILLED_WHILE_CHOSEN)
+    res = orchestrate(run_py, backend, KILLED_WHILE_CHOSEN,
+                      loop_way=loop_way)
     print("seconds from release to served:", res["delays"])
     assert res["got"] == [0, 1, 2], res
     assert res["codes"] == [0, 0, 0], res
@@ -856,8 +896,8 @@ def test_late_writer_on_an_exclusive_registration(backend, run_py):
     refused by the kernel, and the selector forgets the fd: the wait still
     ends with its unit (the 100 ms look notices and registers plainly) and
     no kernel entry is left behind to make the loop spin (adversary G1)."""
-    wake_one_or_skip(run_py, backend)
-    res = orchestrate(run_py, backend, LATE_WRITER)
+    way = fileno_way_or_skip(run_py, backend)
+    res = orchestrate(run_py, backend, LATE_WRITER, loop_way=way)
     assert res["exclusive"] is True, res
     assert res["got"] is True and res["waited"] < 5.0, res
     assert res["cpu"] < 0.2, "the loop spun: %s" % res

@@ -1340,7 +1340,7 @@ import efd
 from efd import _aio
 
 ctx = mp.get_context("fork")
-ev = efd.EventFD(0, semaphore=True, backend="futex")
+ev = efd.EventFD(0, semaphore=True, backend="@BACKEND@")
 WAITERS, UNITS = 4, 8
 rep_r, rep_w = os.pipe()
 
@@ -1386,9 +1386,10 @@ print(json.dumps({"got": got, "wakes": wakes, "ready": ready,
 """
 
 
-def _hand_out(run_py, child):
+def _hand_out(run_py, child, backend="futex"):
     """The hand-out's report (see _HAND_OUT), once every unit was taken."""
-    out = run_py(_HAND_OUT % child, timeout=90)
+    out = run_py((_HAND_OUT % child).replace("@BACKEND@", backend),
+                 timeout=90)
     res = json.loads(out.stdout.split("\n")[-2])
     assert res["got"] == 8 and res["left"] == 0, res
     assert res["codes"] == [0, 0, 0, 0], res
@@ -1532,6 +1533,52 @@ def test_trio_runs_are_woken_one_per_unit(run_py, mode):
     # Each unit is taken after one wake-up, or by a sleep that found it
     # there at once and so needed none (a run not asleep yet when the unit
     # came).  A herd would be 32 wake-ups.
+    assert 8 <= res["wakes"] + res["ready"], json.dumps(res)
+    assert res["wakes"] <= 12, json.dumps(res)
+
+
+# ---- the kernel counter: a herd helper per loop (efd_herd.c) ---------------
+
+def _herd_or_skip(backend):
+    """Skip unless loops on `backend` sleep through a herd helper here."""
+    probe = efd._efd._probe()
+    if probe["eventfd2_errno"]:
+        pytest.skip("no eventfd here: %s" % probe["eventfd2"])
+    if probe["wake_one"] != "epoll-exclusive":
+        pytest.skip("no EPOLLEXCLUSIVE here: every loop wakes (%s)"
+                    % probe["wake_one"])
+    ev = efd.EventFD(0, semaphore=True, backend=backend)
+    try:
+        kind = ev._loop_sleeper().kind
+    finally:
+        ev.close()
+    assert kind == "herd", kind
+
+
+@pytest.mark.parametrize("backend", ["eventfd", "eventfd-readback"])
+def test_uvloop_loops_on_the_kernel_counter_are_woken_one_per_unit(
+        run_py, backend, monkeypatch):
+    """As above, on the kernel counter: each uvloop loop sleeps through a
+    helper asleep in an epoll instance of its own where the counter is
+    registered with EPOLLEXCLUSIVE, so a release runs one loop's reader
+    (uvloop's own registration of fileno() would run all four: 32), with
+    no reach into the loop's internals."""
+    pytest.importorskip("uvloop")
+    monkeypatch.delenv("EFD_LOOP_SLEEP", raising=False)
+    _herd_or_skip(backend)
+    res = _hand_out(run_py, _UVLOOP_CHILD, backend)
+    assert 8 <= res["wakes"] <= 16, json.dumps(res)
+
+
+@pytest.mark.parametrize("backend", ["eventfd", "eventfd-readback"])
+def test_trio_runs_on_the_kernel_counter_are_woken_one_per_unit(
+        run_py, backend, monkeypatch):
+    """As above, trio on the kernel counter: one run woken per unit (trio's
+    wait_readable() on fileno() would wake all four every time)."""
+    pytest.importorskip("trio")
+    monkeypatch.delenv("EFD_LOOP_SLEEP", raising=False)
+    _herd_or_skip(backend)
+    res = _hand_out(run_py, _TRIO_CHILD, backend)
     assert 8 <= res["wakes"] + res["ready"], json.dumps(res)
     assert res["wakes"] <= 12, json.dumps(res)
 
