@@ -199,6 +199,65 @@ def test_an_idle_loop_makes_no_wake_ups(run_py, mode):
         assert res["woke"] >= 5, res
 
 
+def _herd_or_skip(backend):
+    """Skip unless loops on `backend` sleep through a herd helper here."""
+    probe = efd._efd._probe()
+    if probe["eventfd2_errno"]:
+        pytest.skip("no eventfd here: %s" % probe["eventfd2"])
+    if probe["wake_one"] != "epoll-exclusive":
+        pytest.skip("no EPOLLEXCLUSIVE here: every loop wakes (%s)"
+                    % probe["wake_one"])
+    ev = efd.EventFD(0, semaphore=True, backend=backend)
+    try:
+        kind = ev._loop_sleeper().kind
+    finally:
+        ev.close()
+    assert kind == "herd", kind
+
+
+@pytest.mark.parametrize("backend", ["eventfd", "eventfd-readback"])
+def test_an_idle_loop_on_the_kernel_counter_is_not_woken(run_py, backend,
+                                                         monkeypatch):
+    """A loop waits on the kernel counter and nothing is released for a
+    second: the loop's own thread is not woken (before its herd helper it
+    looked every 100 ms); the helper looks in its stead, about ten times
+    (a loop chosen and killed is told by no page here: docs/asyncio.rst)."""
+    monkeypatch.delenv("EFD_LOOP_SLEEP", raising=False)
+    _herd_or_skip(backend)
+    out = run_py(UNTIL_ASLEEP + SWITCHES + textwrap.dedent(r"""
+        import asyncio, json, os, time
+        import efd
+
+        def own():
+            with open("/proc/thread-self/status") as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        return int(line.split()[1])
+
+        async def main():
+            ev = efd.EventFD(0, semaphore=True, backend=%r)
+            task = asyncio.ensure_future(ev.acquire_async(timeout=30))
+            rec = await until_asleep(ev)
+            kind = rec.sleeper.kind
+            await asyncio.sleep(0.05)       # settled
+            loop0, all0 = own(), switches()
+            await asyncio.sleep(1.0)
+            loop_woke, all_woke = own() - loop0, switches() - all0
+            ev.release()
+            got = await task
+            ev.close()
+            return {"loop": loop_woke, "helper": all_woke - loop_woke,
+                    "got": got, "kind": kind}
+
+        print(json.dumps(asyncio.run(main())))
+    """ % backend), timeout=60)
+    res = json.loads(out.stdout.split("\n")[-2])
+    assert res["got"] is True and res["kind"] == "herd", res
+    # The one sleep of the loop's own asyncio.sleep() ends it.
+    assert res["loop"] <= 2, res
+    assert 5 <= res["helper"] <= 15, res
+
+
 # ---- Event.wait_async: a helper that sleeps for readiness ---------------------
 
 _IDLE_WATCHER = r"""
@@ -1538,22 +1597,6 @@ def test_trio_runs_are_woken_one_per_unit(run_py, mode):
 
 
 # ---- the kernel counter: a herd helper per loop (efd_herd.c) ---------------
-
-def _herd_or_skip(backend):
-    """Skip unless loops on `backend` sleep through a herd helper here."""
-    probe = efd._efd._probe()
-    if probe["eventfd2_errno"]:
-        pytest.skip("no eventfd here: %s" % probe["eventfd2"])
-    if probe["wake_one"] != "epoll-exclusive":
-        pytest.skip("no EPOLLEXCLUSIVE here: every loop wakes (%s)"
-                    % probe["wake_one"])
-    ev = efd.EventFD(0, semaphore=True, backend=backend)
-    try:
-        kind = ev._loop_sleeper().kind
-    finally:
-        ev.close()
-    assert kind == "herd", kind
-
 
 @pytest.mark.parametrize("backend", ["eventfd", "eventfd-readback"])
 def test_uvloop_loops_on_the_kernel_counter_are_woken_one_per_unit(
