@@ -890,7 +890,7 @@ class _TrioWaiters:
     """
 
     __slots__ = ("ev", "token", "fd", "key", "lock", "consumers", "users",
-                 "watchers", "failed", "sleeper")
+                 "watchers", "failed", "sleeper", "sleeper_fd")
 
     def __init__(self, ev: "EventFD", token: Any) -> None:
         import trio
@@ -911,6 +911,10 @@ class _TrioWaiters:
         # The futex object's loop sleeper (efd_loop.c): None until asked
         # for, False where this run cannot sleep that way.
         self.sleeper: Any = None
+        # The sleeper's descriptor while a task waits on it, for fail():
+        # close() may have closed it (and the sleeper) by then, and trio
+        # must still be told that number is gone.
+        self.sleeper_fd = -1
 
     #: Nothing is served past the queue under trio (the holder of the
     #: queue's lock reads for itself); arrive() reads it as for asyncio.
@@ -969,7 +973,7 @@ class _TrioWaiters:
         try:
             with trio.move_on_after(RECHECK if sleeper.rechecks
                                     else math.inf):
-                await trio.lowlevel.wait_readable(sleeper.fileno())
+                await self._wait_sleeper(sleeper)
         except trio.ClosedResourceError:
             raise ValueError(_CLOSED_MESSAGE) from None
         if self.failed:
@@ -1010,6 +1014,16 @@ class _TrioWaiters:
                     # that chose this run if it is not taking it.
                     self.sleeper.rest()
 
+    async def _wait_sleeper(self, sleeper: Any) -> None:
+        # wait_readable() on the sleeper's descriptor, its number kept for
+        # fail() meanwhile.
+        import trio
+        self.sleeper_fd = sleeper.fileno()
+        try:
+            await trio.lowlevel.wait_readable(self.sleeper_fd)
+        finally:
+            self.sleeper_fd = -1
+
     async def _sleeper_watch(self) -> bool:
         # Event.wait_async through a helper sleeper (efd_futex.c, "A
         # loop's helper"): it sleeps as a blocked Event.wait() does, with
@@ -1037,7 +1051,7 @@ class _TrioWaiters:
                 if ready:
                     return True
                 try:
-                    await trio.lowlevel.wait_readable(sleeper.fileno())
+                    await self._wait_sleeper(sleeper)
                 except trio.ClosedResourceError:
                     raise ValueError(_CLOSED_MESSAGE) from None
                 if self.failed:
@@ -1127,11 +1141,12 @@ class _TrioWaiters:
         _unpublish(self)
         if self.fd >= 0:
             trio.lowlevel.notify_closing(self.fd)
-        if self.sleeper:
-            try:
-                trio.lowlevel.notify_closing(self.sleeper.fileno())
-            except (OSError, RuntimeError, ValueError):
-                pass                    # gone: nobody waits on it
+        if self.sleeper_fd >= 0:
+            # By number: close() closed the sleeper, and its descriptor,
+            # before this ran if this run was busy then (a task that does
+            # not yield for longer than CLOSE_WAIT); the task asleep on it
+            # is told all the same.
+            trio.lowlevel.notify_closing(self.sleeper_fd)
 
     def fail_soon(self, exc: BaseException) -> Optional[threading.Event]:
         """:meth:`fail`, from any thread (see :meth:`_Waiters.fail_soon`)."""

@@ -33,6 +33,9 @@
 #include <linux/futex.h>
 #include <sys/syscall.h>
 
+/* Helpers that may rest parked in one interpreter (trim_parked()). */
+#define EFD_PARKED_MAX 32
+
 struct efd_loopobj {
     PyObject_HEAD
     efd_loopsleep ls;
@@ -257,6 +260,20 @@ take_spare(eventfd_object *ev)
     return h;
 }
 
+/* Stop a parked helper `h` and clear the pointer that held it; the GIL
+ * is let go meanwhile, its holder kept alive. */
+static void
+stop_parked(efd_helper *h)
+{
+    eventfd_object *ev = (eventfd_object *)h->owner;
+    PyObject *holder = h->park_holder;
+    Py_INCREF(holder);
+    unpark(h);
+    *h->park_ref = NULL;
+    helper_stop(ev, h, h->park_epoch == efd_process_epoch());
+    Py_DECREF(holder);
+}
+
 /* os.register_at_fork(before=...): stop this interpreter's parked
  * helpers; how many.  Each stop lets go of the GIL (helper_stop joins the thread),
  * so the list is taken from its head each time, the pointer that held
@@ -276,17 +293,34 @@ efd_loops_before_fork(efd_state *st)
     if (parked != NULL)
         parked->park_pprev = &parked;
     while (parked != NULL) {
-        efd_helper *h = parked;
-        eventfd_object *ev = (eventfd_object *)h->owner;
-        PyObject *holder = h->park_holder;
-        Py_INCREF(holder);
-        unpark(h);
-        *h->park_ref = NULL;
-        helper_stop(ev, h, h->park_epoch == efd_process_epoch());
-        Py_DECREF(holder);
+        stop_parked(parked);
         stopped++;
     }
     return stopped;
+}
+
+/* At most EFD_PARKED_MAX helpers rest parked in an interpreter: each is a
+ * thread and two or three descriptors, kept by every object a loop once
+ * waited on for as long as it is open -- a program with a few hundred
+ * objects awaited once each would otherwise run out of descriptors.
+ * Beyond, the ones parked longest are stopped (a loop whose sleeper's
+ * helper was stopped takes another when it next waits: need_helper()).
+ * Called where a helper may just have been parked, from a method call
+ * (stopping one lets go of the GIL). */
+static void
+trim_parked(efd_state *st)
+{
+    for (;;) {
+        efd_helper *h = st->parked, *oldest = NULL;
+        int n = 0;
+        for (; h != NULL; h = h->park_next) {
+            n++;
+            oldest = h;                 /* pushed at the head: the tail */
+        }
+        if (n <= EFD_PARKED_MAX)
+            return;
+        stop_parked(oldest);
+    }
 }
 
 /* finish() of a helper sleeper: its helper rests, kept by the object for
@@ -604,6 +638,7 @@ loop_rest(loop_object *self, PyObject *Py_UNUSED(ignored))
             helper_rest(self->helper);
             park(self->helper, self->ev, &self->helper, (PyObject *)self,
                  self->epoch);
+            trim_parked(self->ev->state);
         }
         Py_RETURN_NONE;
     }
@@ -616,7 +651,13 @@ loop_rest(loop_object *self, PyObject *Py_UNUSED(ignored))
 static PyObject *
 loop_close(loop_object *self, PyObject *Py_UNUSED(ignored))
 {
+    eventfd_object *ev = self->ev;
+    Py_XINCREF(ev);
     finish(self, 1);
+    if (ev != NULL) {
+        trim_parked(ev->state);
+        Py_DECREF(ev);
+    }
     Py_RETURN_NONE;
 }
 

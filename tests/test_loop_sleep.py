@@ -1596,6 +1596,53 @@ def test_trio_runs_are_woken_one_per_unit(run_py, mode):
     assert res["wakes"] <= 12, json.dumps(res)
 
 
+@pytest.mark.parametrize("backend", ["futex", "eventfd"])
+def test_at_most_32_helpers_rest_parked(run_py, backend, monkeypatch):
+    """A helper that rests stays parked with its object, a thread and two
+    or three descriptors, for the object's next wait: 100 objects awaited
+    once each and kept open keep at most 32 (before, 100: a program with a
+    few hundred such objects ran out of descriptors), and the first of
+    them, whose helper went, is awaited again as well."""
+    monkeypatch.delenv("EFD_LOOP_SLEEP", raising=False)
+    if backend == "eventfd":
+        _herd_or_skip(backend)
+    out = run_py(textwrap.dedent(r"""
+        import asyncio, json, os
+        import efd
+
+        def threads():
+            return len(os.listdir("/proc/self/task"))
+
+        async def once(ev):
+            task = asyncio.ensure_future(ev.acquire_async(timeout=30))
+            await asyncio.sleep(0.002)      # asleep through its helper
+            ev.release()
+            return await task
+
+        async def main():
+            t0 = threads()
+            evs = [efd.EventFD(0, semaphore=True, backend=%r)
+                   for _ in range(100)]
+            kinds, got = set(), 0
+            for ev in evs:
+                got += await once(ev)
+                kinds.add(ev._loop_sleeper().kind)
+            kept = threads() - t0
+            again = await once(evs[0])
+            for ev in evs:
+                ev.close()
+            return {"got": got, "kept": kept, "again": again,
+                    "kinds": sorted(kinds), "after": threads() - t0}
+
+        print(json.dumps(asyncio.run(main())))
+    """ % backend), timeout=90)
+    res = json.loads(out.stdout.split("\n")[-2])
+    assert res["got"] == 100 and res["again"] is True, res
+    assert res["kinds"] in (["helper"], ["herd"], ["ring"]), res
+    assert res["kept"] <= 32 + 1, res      # + a sleeper's own, just made
+    assert res["after"] <= 1, res
+
+
 # ---- the kernel counter: a herd helper per loop (efd_herd.c) ---------------
 
 @pytest.mark.parametrize("backend", ["eventfd", "eventfd-readback"])

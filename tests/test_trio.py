@@ -473,6 +473,50 @@ def test_close_from_another_thread(new_sem, backend, kind):
     assert not _aio._registry
 
 
+@pytest.mark.parametrize("kind", ["acquire_async", "Event.wait_async"])
+def test_close_while_the_run_is_busy(new_sem, backend, kind, monkeypatch):
+    """close() from another thread while the run does not yield for longer
+    than close() waits for it (CLOSE_WAIT): close() goes on without the
+    run, closing the loop sleeper's descriptor under the task asleep on
+    it; once the run yields, that task still ends with ValueError.  (The
+    record told trio of the sleeper's descriptor through the closed
+    sleeper, which refused: the task waited for ever.)"""
+    monkeypatch.setattr(_aio, "CLOSE_WAIT", 0.2)
+    if kind == "acquire_async":
+        ev = new_sem(0)
+        wait, inner = ev.acquire_async, ev
+    else:
+        ev = efd.Event(backend=backend)
+        wait, inner = ev.wait_async, ev._ev
+    errors = []
+    asleep, closed = threading.Event(), threading.Event()
+
+    async def main():
+        async def consume():
+            try:
+                await wait()
+            except ValueError as exc:
+                errors.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(consume)
+            await until(lambda: trio_users(inner) == 1)
+            await trio.sleep(0.05)      # the task asleep
+            asleep.set()
+            closed.wait(PROMPT)         # busy: the run does not yield
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=run, args=(main,), daemon=True)
+    thread.start()
+    assert asleep.wait(PROMPT)
+    with pytest.warns(RuntimeWarning):
+        ev.close()
+    closed.set()
+    thread.join(PROMPT)
+    assert not thread.is_alive(), "the task still waits on a closed object"
+    assert len(errors) == 1 and isinstance(errors[0], ValueError), errors
+
+
 def test_closed_object_raises(new_sem):
     async def main():
         ev = new_sem(1)
