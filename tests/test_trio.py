@@ -434,12 +434,11 @@ def trio_users(ev):
     return 0 if record is None else record.users
 
 
-@pytest.mark.parametrize("kind", ["acquire_async", "Event.wait_async"])
-def test_close_from_another_thread(new_sem, backend, kind):
-    """close() from another thread ends every task's wait with ValueError:
-    the one at the head of the run's queue and those queued behind it,
-    which take the queue's lock after the record failed (a watcher that
-    then went to sleep through the loop's helper hung for good)."""
+def _closing_waiter(new_sem, backend, kind):
+    """For the close() tests: the object (a semaphore, or an efd.Event),
+    the EventFD whose record the run keeps, a task function that waits on
+    it (acquire_async or Event.wait_async) and notes the ValueError it
+    ends with, and the list of those errors."""
     if kind == "acquire_async":
         ev = new_sem(0)
         wait, inner = ev.acquire_async, ev
@@ -447,15 +446,25 @@ def test_close_from_another_thread(new_sem, backend, kind):
         ev = efd.Event(backend=backend)
         wait, inner = ev.wait_async, ev._ev
     errors = []
+
+    async def consume():
+        try:
+            await wait()
+        except ValueError as exc:
+            errors.append(exc)
+    return ev, inner, consume, errors
+
+
+@pytest.mark.parametrize("kind", ["acquire_async", "Event.wait_async"])
+def test_close_from_another_thread(new_sem, backend, kind):
+    """close() from another thread ends every task's wait with ValueError:
+    the one at the head of the run's queue and those queued behind it,
+    which take the queue's lock after the record failed (a watcher that
+    then went to sleep through the loop's helper hung for good)."""
+    ev, inner, consume, errors = _closing_waiter(new_sem, backend, kind)
     registered = threading.Event()
 
     async def main():
-        async def consume():
-            try:
-                await wait()
-            except ValueError as exc:
-                errors.append(exc)
-
         async with trio.open_nursery() as nursery:
             for _ in range(3):
                 nursery.start_soon(consume)
@@ -482,22 +491,10 @@ def test_close_while_the_run_is_busy(new_sem, backend, kind, monkeypatch):
     record told trio of the sleeper's descriptor through the closed
     sleeper, which refused: the task waited for ever.)"""
     monkeypatch.setattr(_aio, "CLOSE_WAIT", 0.2)
-    if kind == "acquire_async":
-        ev = new_sem(0)
-        wait, inner = ev.acquire_async, ev
-    else:
-        ev = efd.Event(backend=backend)
-        wait, inner = ev.wait_async, ev._ev
-    errors = []
+    ev, inner, consume, errors = _closing_waiter(new_sem, backend, kind)
     asleep, closed = threading.Event(), threading.Event()
 
     async def main():
-        async def consume():
-            try:
-                await wait()
-            except ValueError as exc:
-                errors.append(exc)
-
         async with trio.open_nursery() as nursery:
             nursery.start_soon(consume)
             await until(lambda: trio_users(inner) == 1)
