@@ -335,6 +335,11 @@ efd_herd_nudge(efd_impl *impl)
  *       nudge: the next exclusive sleeper wakes), since it may have been
  *       the one chosen, and goes to H1.
  * A nudge is a write of 0 (efd.h: nudge): an edge, the count unchanged.
+ * tests/explore/herd_model.py explores every schedule of these steps and
+ * their loops' against a model of the kernel's eventfd and epoll, with a
+ * process killed at each point: no unit is left unannounced while a loop
+ * waits, but by a death (and a helper that leaves without passing the
+ * wake-up on is caught at once).
  *
  * Deaths.  A release is one write(): count and wake-up in one system
  * call, so a releaser's death owes nothing.  A helper chosen and then

@@ -53,7 +53,9 @@
  * What it does not cover: the kernel backends, the herd and the wait loop
  * itself (act_acquire mirrors its protocol), more than three actors, or
  * weak memory orders: the schedules are sequentially consistent
- * interleavings of the real code at the named points only.
+ * interleavings of the real code at the named points only.  (The kernel
+ * counter's loop helpers, whose protocol is mostly the kernel's epoll, are
+ * checked against a model of it instead: herd_model.py.)
  *
  * Usage: explore [-p BOUND] [-k] [-s SCENARIO] [-P] [-B] [-W] [-m MAX] [-l] [-v]
  *   -p N   preemption bound (default 2)
