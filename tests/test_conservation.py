@@ -403,6 +403,13 @@ def test_readback_writeback_races_raw_writers(workers):
         ev.close()
 
 
+def _read_at_low_priority(ev):
+    """ev.read() from a thread at nice 19 (Linux: setpriority of 0 is the
+    calling thread), so that on contended CPUs it is the one preempted."""
+    os.setpriority(os.PRIO_PROCESS, 0, 19)
+    return ev.read()
+
+
 def proc_fill_when_room(fd, value, limit):
     """Spin until `value` fits in the counter, then add it (exit 0)."""
     end = time.monotonic() + limit
@@ -576,9 +583,13 @@ def test_readback_reader_never_waits_for_room(workers):
     skip_unless_usable("eventfd-readback", True)
     held_rounds = 0
     # The window is a race: try until it was hit three times, for at most
-    # 300 rounds or 30 seconds (a loaded machine misses it more often).
-    give_up = time.monotonic() + 30
-    for _ in range(300):
+    # 1,000 rounds or 60 seconds (a loaded machine misses it more often:
+    # with five CI lanes on two cores it once missed 30 s of rounds).  The
+    # reader runs at the lowest priority, so that where the CPUs are
+    # contended it is the one preempted between its read and its
+    # write-back -- the window -- while the filler spins.
+    give_up = time.monotonic() + 60
+    for _ in range(1000):
         if time.monotonic() > give_up:
             break
         ev = efd.EventFD(MAX, semaphore=True, backend="eventfd-readback")
@@ -590,7 +601,7 @@ def test_readback_reader_never_waits_for_room(workers):
             filler = round_workers.process("fork", proc_fill_when_room,
                                            dup, 5, 30)
             time.sleep(0.01)
-            result = round_workers.thread(ev.read)
+            result = round_workers.thread(_read_at_low_priority, ev)
             reader = round_workers.threads[-1]
             reader.join(10)
             assert not reader.is_alive(), "read() waited for room"
