@@ -191,14 +191,20 @@ fail:
  * that took a unit registers again, which moves it to the back.  A
  * release in between finds the descriptor ready when it is added back
  * (epoll looks at once), so nothing is missed. */
-void
-efd_herd_rotate(eventfd_object *self)
+static void
+register_again(int ep, int fd, uint64_t tag)
 {
     struct epoll_event ev;
     ev.events = EPOLLIN | EPOLLET | EPOLLEXCLUSIVE;
-    ev.data.u64 = HERD_READY;
-    if (epoll_ctl(self->herd_ep, EPOLL_CTL_DEL, self->impl.fd, &ev) == 0)
-        (void)epoll_ctl(self->herd_ep, EPOLL_CTL_ADD, self->impl.fd, &ev);
+    ev.data.u64 = tag;
+    if (epoll_ctl(ep, EPOLL_CTL_DEL, fd, &ev) == 0)
+        (void)epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+}
+
+void
+efd_herd_rotate(eventfd_object *self)
+{
+    register_again(self->herd_ep, self->impl.fd, HERD_READY);
 }
 
 void
@@ -330,16 +336,17 @@ efd_herd_nudge(efd_impl *impl)
  *       SPEC 5 bounds what a waiter that does not come may cost.
  *   H5  answered and still wanted: the loop took, or someone else did;
  *       the helper registers the counter again, at the back of the
- *       kernel's line (efd_herd_rotate's fairness), and goes to H2.  Not
+ *       kernel's line (register_again's fairness), and goes to H2.  Not
  *       wanted any more: if units are there, it passes the wake-up on (a
  *       nudge: the next exclusive sleeper wakes), since it may have been
  *       the one chosen, and goes to H1.
  * A nudge is a write of 0 (efd.h: nudge): an edge, the count unchanged.
- * tests/explore/herd_model.py explores every schedule of these steps and
- * their loops' against a model of the kernel's eventfd and epoll, with a
+ * tests/explore/herd_model.py explores the schedules of these steps and
+ * their loops' (up to a preemption bound, and a number of schedules per
+ * scenario) against a model of the kernel's eventfd and epoll, with a
  * process killed at each point: no unit is left unannounced while a loop
- * waits, but by a death (and a helper that leaves without passing the
- * wake-up on is caught at once).
+ * waits, but by a death (and a helper that does not pass the wake-up on
+ * is caught at once).
  *
  * Deaths.  A release is one write(): count and wake-up in one system
  * call, so a releaser's death owes nothing.  A helper chosen and then
@@ -434,18 +441,6 @@ helper_call(efd_helper *h)
     }
 }
 
-/* H5's fairness: to the back of the kernel's line (epoll looks at the
- * counter at once as it is added: a release meanwhile is not missed). */
-static void
-helper_rotate(efd_helper *h)
-{
-    struct epoll_event ev;
-    ev.events = EPOLLIN | EPOLLET | EPOLLEXCLUSIVE;
-    ev.data.u64 = HELPER_READY;
-    if (epoll_ctl(h->ep, EPOLL_CTL_DEL, h->impl->fd, &ev) == 0)
-        (void)epoll_ctl(h->ep, EPOLL_CTL_ADD, h->impl->fd, &ev);
-}
-
 void *
 efd_herd_helper_main(void *arg)
 {
@@ -481,7 +476,7 @@ efd_herd_helper_main(void *arg)
         }
         helper_call(h);                                         /* H4 */
         if (efd_helper_wanted(h))                                   /* H5 */
-            helper_rotate(h);
+            register_again(h->ep, impl->fd, HELPER_READY);  /* fairness */
         else
             helper_pass_on(impl);
     }
@@ -498,7 +493,6 @@ int efd_herd_helper_open(efd_helper *h, int allow_eventfd)
 }
 void *efd_herd_helper_main(void *arg) { (void)arg; return NULL; }
 void efd_herd_helper_close(efd_helper *h) { (void)h; }
-
 
 int efd_herd_probe(void) { return EFD_HERD_NONE; }
 int efd_herd_wake_one(eventfd_object *self) { (void)self; return 0; }

@@ -1,4 +1,4 @@
-"""herd_model.py -- every schedule of the kernel counter's loop helpers.
+"""herd_model.py -- the schedules of the kernel counter's loop helpers.
 
 The protocol of a loop's helper on the kernel counter (src/efd_herd.c, "A
 loop's helper on the kernel counter", steps H1 .. H5) lives partly in the
@@ -49,10 +49,6 @@ RECHECK = "timeout"
 MAX_STEPS = 400
 
 
-class Dead(Exception):
-    """Raised into an actor whose process was killed."""
-
-
 class World:
     """The kernel's state and every process's memory."""
 
@@ -71,7 +67,6 @@ class World:
         self.seen = [0] * len(loops)            # the loop's, at woke()
         self.tasks = list(loops)                # units each loop wants
         self.alive = [True] * len(loops)
-        self.deaths = 0
         self.mutate = mutate
 
     # -- the kernel ------------------------------------------------------
@@ -95,6 +90,13 @@ class World:
         if self.asleep[h]:
             self.asleep[h] = False
             self.woken[h] = True
+
+    def pass_on(self):
+        """helper_pass_on(): a nudge if units are there -- a helper that
+        may have been chosen and whose loop will not take, or does not
+        answer in time (the mutation leaves it out)."""
+        if self.count > 0 and self.mutate != "no-pass-on-leave":
+            self.write(0)
 
     def read(self):
         """A non-blocking semaphore read: a unit, or None."""
@@ -148,8 +150,7 @@ def helper(w, h):
                 w.asleep[h] = True          # nothing to report: sleep on
             yield "H3: awake"
             if not w.want[h]:
-                if w.count > 0 and w.mutate != "no-pass-on-leave":
-                    w.write(0)
+                w.pass_on()
                 yield "H3: left"
                 continue
             if w.count == 0:
@@ -166,8 +167,7 @@ def helper(w, h):
                          or w.answered[h] >= call, not passed)
             w.cmd[h] = False
             if got == RECHECK and not passed:
-                if w.count > 0:
-                    w.write(0)
+                w.pass_on()
                 passed = True
             yield "H4: answer?"
         if w.want[h]:                                               # H5
@@ -178,8 +178,7 @@ def helper(w, h):
                 w.ready[h] = True
             yield "H5: rotated"
         else:
-            if w.count > 0 and w.mutate != "no-pass-on-leave":
-                w.write(0)
+            w.pass_on()
             yield "H5: passed on"
 
 
@@ -338,7 +337,6 @@ def run_schedule(name, prefix, bound, deaths, mutate):
         if kind == "kill":
             p = actors[i][1]
             w.alive[p] = False
-            w.deaths += 1
             died = True
             if p in w.regs:
                 w.regs.remove(p)
@@ -356,16 +354,12 @@ def run_schedule(name, prefix, bound, deaths, mutate):
 
 
 def explore_all(name, bound, deaths, mutate=None, limit=200000):
-    """Depth-first over the choice tree (a stack of prefixes)."""
+    """Depth-first over the choice tree (a stack of prefixes: each is
+    pushed once, by the schedule that first reached its last decision)."""
     schedules = 0
     stack = [[]]
-    seen = set()
     while stack:
         prefix = stack.pop()
-        key = tuple(prefix)
-        if key in seen:
-            continue
-        seen.add(key)
         schedules += 1
         try:
             _, decisions = run_schedule(name, prefix, bound, deaths, mutate)
