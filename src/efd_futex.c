@@ -981,7 +981,13 @@ efd_fx_loop_rest(efd_impl *impl, efd_loopsleep *ls, int pass_on)
  * every change, which the helper sleeps on beside the page's words (the
  * thread-local bell_extra).  A call is answered only by a loop that saw
  * it (woke() read `calls`), so an answer never runs ahead of the look it
- * stands for.  The helper takes no lock, never touches Python, and blocks
+ * stands for.  A rest() that answers a call the loop saw does not bump
+ * `cmd` (efd_loop.c, helper_rest_quietly): the helper waits for that
+ * answer in helper_call(), counted nowhere a release looks, so the loop
+ * passes on the wake-up the call stood for itself, and the helper -- its
+ * bell still armed meanwhile, which a death only makes ring for nothing
+ * -- finds out at the loop's next sleep(), or when its wait for the
+ * answer ends.  The helper takes no lock, never touches Python, and blocks
  * every signal (efd_loop.c makes it so). */
 
 #ifndef EFD_EXPLORE

@@ -330,7 +330,12 @@ efd_herd_nudge(efd_impl *impl)
  *   H4  units there (after H2 or H3): it calls the loop -- `calls` up,
  *       the door rung -- and waits for the loop's answer on its channel.
  *       The loop answers with its next sleep() (it looked, took what its
- *       tasks wanted, and still waits) or rest() (nobody waits).  A loop
+ *       tasks wanted, and still waits) or rest() (nobody waits).  A rest()
+ *       that answers a call the loop saw does not ring: the helper, here,
+ *       sleeps on nothing a release wakes, so the loop passes the wake-up
+ *       on itself and the helper learns of the rest at the loop's next
+ *       sleep(), which rings -- one wake-up of the helper per hand-off
+ *       fewer (efd_loop.c, helper_rest_quietly).  A loop
  *       that does not answer within EFD_RECHECK_MS holds units from the
  *       others: the helper passes the wake-up on then (a nudge, once), as
  *       SPEC 5 bounds what a waiter that does not come may cost.

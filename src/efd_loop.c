@@ -198,13 +198,48 @@ helper_stop(eventfd_object *ev, efd_helper *h, int ours)
 }
 
 /* Nobody of the loop waits: every call is answered with "not taking",
- * and the helper passes on a wake-up it holds, and idles. */
+ * and the helper passes on a wake-up it holds, and idles.  Rung only if
+ * that changes anything: a helper rested quietly (below) and then kept
+ * for the object's next sleeper (finish_helper) has been told all this
+ * already, and makes no new call while nobody wants (it checks `want`
+ * before it calls, and a loop that wanted rings here). */
 static void
 helper_rest(efd_helper *h)
 {
+    uint32_t calls = atomic_load(&h->calls);
+    int changed = atomic_load(&h->want) != 0
+                  || atomic_load(&h->answered) != calls;
     atomic_store(&h->want, 0);
-    atomic_store(&h->answered, atomic_load(&h->calls));
-    helper_ring(h);
+    atomic_store(&h->answered, calls);
+    if (changed)
+        helper_ring(h);
+}
+
+/* rest() right after the loop took what a call offered, which is how a
+ * loop whose task was served usually stops wanting (its task resumes,
+ * and most often waits again at once): the helper is in helper_call(),
+ * waiting for the answer to the call the loop saw (`seen_calls`) --
+ * neither asleep on the counter nor among its sleepers, so it takes no
+ * release's wake-up meanwhile.  It need not be woken to be told: the loop
+ * passes on the wake-up the call may stand for itself (units left that
+ * it will not take), and answers without ringing.  The helper finds out
+ * at the loop's next sleep(), which rings it anyway -- one wake-up of the
+ * helper per hand-off saved -- or, if none comes, when its wait for the
+ * answer times out (EFD_RECHECK_MS after a call for units, once; a call
+ * for readiness waits for the next command), and idles then.  0 if the
+ * helper was not waiting so (the caller rests it the usual way).
+ * tests/explore/herd_model.py explores this rest against the herd
+ * helper's steps; a loop that leaves out the pass-on is caught. */
+static int
+helper_rest_quietly(eventfd_object *ev, efd_helper *h)
+{
+    if ((int32_t)(h->seen_calls - atomic_load(&h->answered)) <= 0)
+        return 0;                       /* no call of the loop's is open */
+    atomic_store(&h->want, 0);
+    atomic_store(&h->answered, h->seen_calls);
+    if (!atomic_load(&h->ready))
+        (void)efd_pass_on(ev);  /* a call for readiness owed nobody */
+    return 1;
 }
 
 /* ---- parked helpers, and fork --------------------------------------- */
@@ -635,7 +670,8 @@ loop_rest(loop_object *self, PyObject *Py_UNUSED(ignored))
          * helper passes on a wake-up it holds; it rests, parked. */
         if (self->helper != NULL && self->ev != NULL
                 && self->epoch == efd_process_epoch()) {
-            helper_rest(self->helper);
+            if (!helper_rest_quietly(self->ev, self->helper))
+                helper_rest(self->helper);
             park(self->helper, self->ev, &self->helper, (PyObject *)self,
                  self->epoch);
             trim_parked(self->ev->state);

@@ -280,6 +280,19 @@ def test_herd_model_finds_a_helper_that_leaves_without_passing_on():
     the wake-up on leaves a unit while another loop sleeps."""
     for name in ("release-two-at-once", "woken-loop-gives-up"):
         r = _herd_model("-s", name, "-p", "1", "-m", "3000",
-                        "--mutate", "no-pass-on-leave")
+                        "--mutate", "no-pass-on-helper")
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert "lost wake-up" in r.stdout, r.stdout
+
+
+def test_herd_model_finds_a_quiet_rest_that_does_not_pass_on():
+    """The check can fail: a loop that rests while its helper waits for
+    the answer to a call (efd_loop.c, helper_rest_quietly) answers without
+    waking the helper, so the loop must pass the wake-up on itself; one
+    that does not leaves a unit while another loop sleeps."""
+    for name in ("release-two-at-once", "woken-loop-gives-up",
+                 "three-loops"):
+        r = _herd_model("-s", name, "-p", "1", "-m", "3000",
+                        "--mutate", "no-pass-on-loop")
         assert r.returncode == 1, r.stdout + r.stderr
         assert "lost wake-up" in r.stdout, r.stdout

@@ -1675,12 +1675,11 @@ def test_trio_runs_on_the_kernel_counter_are_woken_one_per_unit(
 
 # ---- interpreters (CPython 3.14+) --------------------------------------------
 
-def test_a_subinterpreters_loop_sleeps_on_the_ring(run_py, mode):
-    """A loop in another interpreter of the process waits on the object
-    (passed through a queue): it sleeps on the futex word through a ring
-    of that interpreter's own, and a release from the main interpreter's
-    thread reaches it; closing the interpreter's object leaves the main
-    one's working."""
+def _subinterpreters_loop(run_py, backend):
+    """A loop in another interpreter waits on a Semaphore on `backend`
+    (passed through a queue), and a release from the main interpreter's
+    thread reaches it; then the interpreter's object is closed, and the
+    main one's is used again.  What the loop's record watched, and how."""
     try:
         from concurrent import interpreters  # noqa: F401
     except ImportError:
@@ -1690,7 +1689,7 @@ import json, os, select, threading
 import efd
 from concurrent import interpreters
 
-sem = efd.Semaphore(0, backend="futex")
+sem = efd.Semaphore(0, backend=%r)
 interp = interpreters.create()
 queue = interpreters.create_queue()
 queue.put(sem)
@@ -1713,27 +1712,120 @@ s = queue.get()
 async def main():
     loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(s.acquire_async(timeout=20))
-    ring = None
+    ring = kind = None
     while not task.done():
         rec = _aio._registry.get((s._ev, loop))
         if rec is not None and rec.reading:
             ring = rec.ring
+            kind = rec.sleeper.kind if rec.sleeper else None
             break
         await asyncio.sleep(0.001)
     os.write(sleeping_w, b"x")
-    return ring, await task
+    return ring, kind, await task
 
-ring, got = asyncio.run(main())
+ring, kind, got = asyncio.run(main())
 s.close()
-queue.put((ring, got))
+queue.put((ring, kind, got))
 ''')
-ring, got = queue.get(timeout=10)
+ring, kind, got = queue.get(timeout=10)
 interp.close()
 sem.release()
 again = sem.acquire(timeout=5)
 sem.close()
-print(json.dumps({"ring": ring, "got": got, "again": again}))
-""", timeout=90)
-    res = json.loads(out.stdout.split("\n")[-2])
+print(json.dumps({"ring": ring, "kind": kind, "got": got, "again": again}))
+""" % backend, timeout=90)
+    return json.loads(out.stdout.split("\n")[-2])
+
+
+def test_a_subinterpreters_loop_sleeps_on_the_ring(run_py, mode):
+    """A loop in another interpreter of the process waits on a futex
+    object: it sleeps on the futex word through a sleeper of that
+    interpreter's own (a helper, or a ring), and a release from the main
+    interpreter's thread reaches it; closing the interpreter's object
+    leaves the main one's working."""
+    res = _subinterpreters_loop(run_py, "futex")
     assert res["got"] is True and res["again"] is True, res
     assert res["ring"] is _efd._probe()["loop_ring"], res
+
+
+@pytest.mark.parametrize("backend", ["eventfd", "eventfd-readback"])
+def test_a_subinterpreters_loop_on_the_kernel_counter(run_py, backend,
+                                                      monkeypatch):
+    """The same on the kernel counter: the interpreter's loop sleeps
+    through a herd helper of that interpreter's own (efd_herd.c), which
+    its close() stops while the main interpreter's object lives on."""
+    monkeypatch.delenv("EFD_LOOP_SLEEP", raising=False)
+    _herd_or_skip(backend)
+    res = _subinterpreters_loop(run_py, backend)
+    assert res["got"] is True and res["again"] is True, res
+    assert res["ring"] is True and res["kind"] == "herd", res
+
+
+@pytest.mark.parametrize("backend", ["futex", "eventfd", "eventfd-readback"])
+def test_a_served_loop_rests_without_waking_its_helper(run_py, backend,
+                                                       monkeypatch):
+    """A loop's task waits, is handed a unit, and nobody of the loop waits
+    any more: the loop rests.  Its helper woke for the release and went to
+    wait for the loop's answer to its call; the rest() answers it without
+    waking it (efd_loop.c, helper_rest_quietly), so the helper wakes once
+    per such hand-off, not twice.  Twenty-one rounds, the median counted
+    (a loaded machine can stretch one round past the helper's 100 ms wait
+    for the answer).  Then a second loop waits as well: a release(2) of
+    which this loop takes one unit leaves the other for it, passed on by
+    this loop at its rest()."""
+    monkeypatch.delenv("EFD_LOOP_SLEEP", raising=False)
+    if backend == "futex":
+        if not AVAILABLE["helper"]:
+            pytest.skip("no death bell here: loops sleep through a ring")
+    else:
+        _herd_or_skip(backend)
+    out = run_py(UNTIL_ASLEEP + textwrap.dedent(r"""
+        import asyncio, json, os, statistics, threading
+        import efd
+
+        def helpers():
+            # Voluntary switches of every thread but this one (the
+            # loop's): the helper's, the only other thread.
+            me, total = threading.get_native_id(), 0
+            for tid in os.listdir("/proc/self/task"):
+                if int(tid) == me:
+                    continue
+                with open("/proc/self/task/%%s/status" %% tid) as f:
+                    for line in f:
+                        if line.startswith("voluntary_ctxt_switches:"):
+                            total += int(line.split()[1])
+            return total
+
+        async def other_loop(ev, box):
+            box["got"] = await ev.acquire_async(timeout=30)
+
+        async def main():
+            ev = efd.EventFD(0, semaphore=True, backend=%r)
+            rounds = []
+            for _ in range(21):
+                task = asyncio.ensure_future(ev.acquire_async(timeout=30))
+                await until_asleep(ev)
+                before = helpers()
+                ev.release()
+                assert await task
+                await asyncio.sleep(0.005)  # a helper woken by rest() sleeps
+                rounds.append(helpers() - before)
+            box = {}
+            o = threading.Thread(target=asyncio.run,
+                                 args=(other_loop(ev, box),))
+            o.start()
+            await asyncio.sleep(0.2)        # the other loop's helper sleeps
+            ev.release(2)
+            assert await ev.acquire_async(timeout=10)
+            o.join(30)
+            ev.close()
+            return {"rounds": rounds, "median": statistics.median(rounds),
+                    "other_got": box.get("got")}
+
+        print(json.dumps(asyncio.run(main())))
+    """ % backend), timeout=120)
+    res = json.loads(out.stdout.split("\n")[-2])
+    assert res["other_got"] is True, res
+    # Woken by the release, then asleep waiting for the answer: 1.  Woken
+    # by rest() as well, and asleep again: 2.
+    assert res["median"] <= 1, res

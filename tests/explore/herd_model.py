@@ -38,7 +38,7 @@ the re-check is the bound, SPEC 5) -- and with no such timeout left it is
 a unit lost for good.
 
 Usage: python herd_model.py [-p BOUND] [-k] [-s SCENARIO] [-m MAX] [-l]
-                            [--mutate no-pass-on-leave]
+                            [--mutate no-pass-on-helper|no-pass-on-loop]
 Exit status 1 if a scenario fails (its first failing schedule is printed).
 """
 import argparse
@@ -91,11 +91,12 @@ class World:
             self.asleep[h] = False
             self.woken[h] = True
 
-    def pass_on(self):
-        """helper_pass_on(): a nudge if units are there -- a helper that
-        may have been chosen and whose loop will not take, or does not
-        answer in time (the mutation leaves it out)."""
-        if self.count > 0 and self.mutate != "no-pass-on-leave":
+    def pass_on(self, by="helper"):
+        """helper_pass_on() (by the helper: it may have been chosen and
+        its loop will not take, or does not answer in time) or
+        efd_pass_on() (by the loop, at a quiet rest): a nudge if units are
+        there.  The mutations leave out the helper's, or the loop's."""
+        if self.count > 0 and self.mutate != "no-pass-on-" + by:
             self.write(0)
 
     def read(self):
@@ -119,7 +120,7 @@ def helper(w, h):
     yield "H: start"
     while True:
         if not w.want[h]:
-            yield ("block", lambda: w.cmd[h] or w.want[h], False)   # H1
+            yield ("block", lambda: w.cmd[h], False)                # H1
             w.cmd[h] = False
             yield "H1: drained"
             continue
@@ -163,8 +164,10 @@ def helper(w, h):
         yield "H4: called"
         passed = False
         while w.want[h] and w.answered[h] < call:
-            got = yield ("block", lambda: w.cmd[h] or not w.want[h]
-                         or w.answered[h] >= call, not passed)
+            # poll() on the command channel alone: a change the loop
+            # does not ring for (a quiet rest) is seen at the next ring,
+            # or when the wait for the answer times out.
+            got = yield ("block", lambda: w.cmd[h], not passed)
             w.cmd[h] = False
             if got == RECHECK and not passed:
                 w.pass_on()
@@ -213,6 +216,17 @@ def loop(w, h, quits=False):
             yield "L: served"
         if w.tasks[h] > 0:
             continue                            # sleeps again: answers
+    if w.seen[h] != w.answered[h]:
+        # rest() quietly (efd_loop.c, helper_rest_quietly): the helper
+        # waits in H4 for the answer to the call this loop saw, asleep on
+        # nothing a release wakes.  Answer without ringing, and pass on
+        # the wake-up the call may stand for.
+        w.want[h] = 0
+        w.answered[h] = w.seen[h]
+        yield "L: rest(), quietly"
+        w.pass_on("loop")
+        yield "L: passed on"
+        return
     # rest(): nobody waits; every call answered with "not taking".
     w.want[h] = 0
     w.answered[h] = w.calls[h]
@@ -384,7 +398,8 @@ def main(argv=None):
     ap.add_argument("-l", action="store_true", help="list the scenarios")
     ap.add_argument("-m", type=int, default=200000,
                     help="stop a scenario after this many schedules")
-    ap.add_argument("--mutate", choices=["no-pass-on-leave"],
+    ap.add_argument("--mutate", choices=["no-pass-on-helper",
+                                         "no-pass-on-loop"],
                     help="break the protocol on purpose (the check must "
                          "fail)")
     args = ap.parse_args(argv)
