@@ -5,6 +5,7 @@ uvloop) and its trio backend, on every efd backend: cancel scopes,
 trio backend where trio is not).
 """
 import threading
+import time
 
 import pytest
 
@@ -201,3 +202,55 @@ def test_close_from_a_thread_wakes_waiters(new_sem, arun):
         return errors
     errors = arun(main)
     assert len(errors) == 3 and all("closed" in str(e) for e in errors)
+
+
+@pytest.mark.parametrize("kind", ["acquire_async", "Event.wait_async"])
+def test_close_while_the_run_is_busy(new_sem, backend, kind, arun,
+                                     monkeypatch):
+    """close() from another thread while the run does not yield for longer
+    than close() waits for it (CLOSE_WAIT): close() goes on without the
+    run, closing the loop sleeper under the task asleep on it; once the
+    run yields, the task ends with ValueError, on each anyio backend (on
+    trio, the record tells trio of the descriptor it kept while the task
+    waits: test_trio.py has the same for a bare trio.run)."""
+    monkeypatch.setattr(_aio, "CLOSE_WAIT", 0.2)
+    if kind == "acquire_async":
+        ev = new_sem(0)
+        wait, inner = ev.acquire_async, getattr(ev, "_ev", ev)
+    else:
+        ev = efd.Event(backend=backend)
+        wait, inner = ev.wait_async, ev._ev
+    errors, failures = [], []
+    asleep, closed = threading.Event(), threading.Event()
+
+    async def consume():
+        try:
+            await wait()
+        except ValueError as exc:
+            errors.append(exc)
+
+    async def main():
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(consume)
+            await until(lambda: _aio.waiting(inner) == 1)
+            await anyio.sleep(0.05)         # the task asleep
+            asleep.set()
+            closed.wait(PROMPT)             # busy: the run does not yield
+            time.sleep(0.1)
+
+    def in_thread():
+        try:
+            arun(main)
+        except BaseException as exc:        # noqa: B902 (reported below)
+            failures.append(exc)
+
+    thread = threading.Thread(target=in_thread, daemon=True)
+    thread.start()
+    assert asleep.wait(PROMPT), failures
+    with pytest.warns(RuntimeWarning):
+        ev.close()
+    closed.set()
+    thread.join(PROMPT * 2)
+    assert not thread.is_alive(), "the task still waits on a closed object"
+    assert not failures, failures
+    assert len(errors) == 1 and isinstance(errors[0], ValueError), errors
