@@ -342,6 +342,8 @@ typedef struct efd_helper {
     _Atomic uint32_t stop;      /* leave (close, or the sleeper is gone) */
     _Atomic uint32_t calls;     /* times the helper rang the door */
     _Atomic uint32_t answered;  /* the last call the loop answered */
+    _Atomic uint32_t waiting;   /* the call helper_call() waits on the
+                                 * answer to, while it does; 0 */
     _Atomic uint32_t asleep;    /* on its way into, or in, its sleep */
     _Atomic int failed;         /* why it cannot sleep here (an errno), 0 */
     uint32_t seen_calls;        /* the loop's: calls seen at its last woke() */

@@ -1029,6 +1029,7 @@ helper_call(efd_helper *h, int kind, uint32_t seen)
     efd_impl *impl = h->impl;
     uint32_t call = atomic_fetch_add(&h->calls, 1) + 1;
     int passed = kind != EFD_BLOCK_READ;
+    atomic_store(&h->waiting, call);    /* before the door: see rest() */
     efd_chan_put(h->door, h->door_w);
     EFD_POINT("helper: called");
     while (efd_helper_wanted(h)
@@ -1040,6 +1041,7 @@ helper_call(efd_helper *h, int kind, uint32_t seen)
         }
         seen = atomic_load(&h->cmd);
     }
+    atomic_store(&h->waiting, 0);
     return seen;
 }
 

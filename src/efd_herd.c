@@ -435,6 +435,7 @@ helper_call(efd_helper *h)
 {
     uint32_t call = atomic_fetch_add(&h->calls, 1) + 1;
     int passed = 0;
+    atomic_store(&h->waiting, call);    /* before the door: see rest() */
     efd_chan_put(h->door, h->door_w);
     while (efd_helper_wanted(h)
            && (int32_t)(atomic_load(&h->answered) - call) < 0) {
@@ -444,6 +445,7 @@ helper_call(efd_helper *h)
             passed = 1;
         }
     }
+    atomic_store(&h->waiting, 0);
 }
 
 void *

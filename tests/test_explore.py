@@ -241,7 +241,8 @@ def test_explore(explorer, name, deaths, bound, bell):
 # a loop's process at each point.  Plain Python, run with the explorer.
 
 HERD_SCENARIOS = ["two-loops-one-each", "release-two-at-once",
-                  "one-loop-two-tasks", "woken-loop-gives-up", "three-loops"]
+                  "one-loop-two-tasks", "woken-loop-gives-up", "three-loops",
+                  "gives-up-then-waits-again"]
 #: (bound, schedules at most per scenario): without deaths, with deaths.
 HERD_SIZE = full_or(((1, 3000), (1, 3000)), ((2, 100000), (1, 50000)))
 

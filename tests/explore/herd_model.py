@@ -64,6 +64,7 @@ class World:
         self.want = [0] * len(loops)
         self.calls = [0] * len(loops)
         self.answered = [0] * len(loops)
+        self.waiting = [0] * len(loops)         # the call H4 waits on; 0
         self.seen = [0] * len(loops)            # the loop's, at woke()
         self.tasks = list(loops)                # units each loop wants
         self.alive = [True] * len(loops)
@@ -160,6 +161,7 @@ def helper(w, h):
         # H4: call the loop, wait for its answer.
         w.calls[h] += 1
         call = w.calls[h]
+        w.waiting[h] = call
         w.door[h] = True
         yield "H4: called"
         passed = False
@@ -173,6 +175,8 @@ def helper(w, h):
                 w.pass_on()
                 passed = True
             yield "H4: answer?"
+        w.waiting[h] = 0
+        yield "H4: done waiting"
         if w.want[h]:                                               # H5
             w.regs.remove(h)
             w.regs.append(h)
@@ -185,11 +189,23 @@ def helper(w, h):
             yield "H5: passed on"
 
 
-def loop(w, h, quits=False):
+def loop(w, h, quits=False, again=0):
     """The loop of process h (efd/_aio.py through efd_loop.c); with
     `quits`, its task gives up the first time its helper calls it (a
-    timeout, a cancel) and the loop rests."""
+    timeout, a cancel) and the loop rests; with `again`, that many units
+    are wanted anew after the rest (a new task)."""
     yield "L: start"
+    for want_more in (False, True):
+        if want_more:
+            if not again:
+                return
+            w.tasks[h], quits = again, False
+            yield "L: a new task"
+        yield from loop_round(w, h, quits)
+
+
+def loop_round(w, h, quits):
+    """Tasks wait until served (or give up), then the loop rests."""
     while w.tasks[h] > 0:
         if w.read():                            # a task's first try
             w.tasks[h] -= 1
@@ -216,7 +232,7 @@ def loop(w, h, quits=False):
             yield "L: served"
         if w.tasks[h] > 0:
             continue                            # sleeps again: answers
-    if w.seen[h] != w.answered[h]:
+    if w.seen[h] != w.answered[h] and w.waiting[h] == w.seen[h]:
         # rest() quietly (efd_loop.c, helper_rest_quietly): the helper
         # waits in H4 for the answer to the call this loop saw, asleep on
         # nothing a release wakes.  Answer without ringing, and pass on
@@ -244,21 +260,24 @@ def releaser(w, amounts):
 # -- scenarios ----------------------------------------------------------------
 
 SCENARIOS = {
-    # name: (units each loop wants, which loops quit, releases)
-    "two-loops-one-each": ([1, 1], [], [1, 1]),
-    "release-two-at-once": ([1, 1], [], [2]),
-    "one-loop-two-tasks": ([2, 1], [], [2, 1]),
-    "woken-loop-gives-up": ([1, 1], [0], [1]),
-    "three-loops": ([1, 1, 1], [], [1, 2]),
+    # name: (units each loop wants, which loops quit, releases, units
+    # each loop wants again after its rest)
+    "two-loops-one-each": ([1, 1], [], [1, 1], [0, 0]),
+    "release-two-at-once": ([1, 1], [], [2], [0, 0]),
+    "one-loop-two-tasks": ([2, 1], [], [2, 1], [0, 0]),
+    "woken-loop-gives-up": ([1, 1], [0], [1], [0, 0]),
+    "three-loops": ([1, 1, 1], [], [1, 2], [0, 0, 0]),
+    "gives-up-then-waits-again": ([1, 1], [0], [1, 1], [1, 0]),
 }
 
 
 def build(name, mutate):
-    wants, quitters, amounts = SCENARIOS[name]
+    wants, quitters, amounts, again = SCENARIOS[name]
     w = World(wants, mutate)
     actors = []                 # (label, process or None, generator)
     for h in range(len(wants)):
-        actors.append(("loop%d" % h, h, loop(w, h, h in quitters)))
+        actors.append(("loop%d" % h, h, loop(w, h, h in quitters,
+                                             again[h])))
         actors.append(("helper%d" % h, h, helper(w, h)))
     actors.append(("releaser", None, releaser(w, amounts)))
     return w, actors
