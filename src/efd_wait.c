@@ -637,8 +637,11 @@ efd_wait(eventfd_object *self, int op, uint64_t *value,
     if ((w = waiter_start(self, op)) == NULL)
         return -1;
     proc = self->users_proc;
-    if (impl->ops->syscall_always)
-        (void)efd_ensure_nonblock(impl->fd);   /* see efd_eventfd.c */
+    /* See efd_eventfd.c: a release(1) does not look at O_NONBLOCK, so a
+     * wait puts it back -- unless nobody but efd's code here can have
+     * cleared it (one fcntl fewer per sleep of a private object). */
+    if (impl->ops->syscall_always && !desc_owned(impl))
+        (void)efd_ensure_nonblock(impl->fd);
     /* block() backends: the first pass only takes a ticket and looks (the
      * close and count checks above came before any ticket). */
     first = impl->ops->block != NULL;
