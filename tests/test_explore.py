@@ -244,7 +244,7 @@ HERD_SCENARIOS = ["two-loops-one-each", "release-two-at-once",
                   "one-loop-two-tasks", "woken-loop-gives-up", "three-loops",
                   "gives-up-then-waits-again"]
 #: (bound, schedules at most per scenario): without deaths, with deaths.
-HERD_SIZE = full_or(((1, 3000), (1, 3000)), ((2, 100000), (1, 50000)))
+HERD_SIZE = full_or(((1, 3000), (1, 3000)), ((2, 50000), (1, 25000)))
 
 
 def _herd_model(*args):
